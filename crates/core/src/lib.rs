@@ -1,0 +1,22 @@
+//! Sema Edge core: the pure domain of the run control plane.
+//!
+//! Nothing here touches a platform: no `worker`, no clock reads, no randomness. Callers pass `now`
+//! (milliseconds since the Unix epoch) and fresh random bytes; the core plans SQL statements, decides
+//! from the rows they return, and builds the wire bodies. The Worker (`src/`) executes and transports.
+
+pub mod admission;
+pub mod auth;
+pub mod conflict;
+pub mod error;
+pub mod gate;
+pub mod hex;
+pub mod idempotency;
+pub mod ids;
+pub mod list;
+pub mod route;
+pub mod run;
+pub mod sql;
+pub mod status;
+pub mod wire;
+
+pub use error::ApiError;

@@ -1,0 +1,153 @@
+//! Listing parameters: query-string parsing, limits and keyset cursors.
+//!
+//! A cursor is opaque to clients: hex of `<created_at>:<task_id>` of the last row of a page. The next
+//! page holds rows strictly older in `(created_at, task_id)` order, so pages never overlap or skip,
+//! even while new runs arrive.
+
+use crate::{error::ApiError, ids::is_safe_id};
+
+pub const DEFAULT_LIMIT: i64 = 50;
+pub const MAX_LIMIT: i64 = 200;
+
+/// Splits and percent-decodes a query string (`+` is a space). Invalid escapes are refused.
+pub fn parse_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((percent_decode(k)?, percent_decode(v)?))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::invalid_request("query string has an invalid percent-escape");
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = s.get(i + 1..i + 3).ok_or_else(bad)?;
+                out.push(crate::hex::decode(hex).ok_or_else(bad)?[0]);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
+}
+
+/// Parameters of `GET /v1/runs`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunListQuery {
+    pub session_id: Option<String>,
+    pub status: Option<String>,
+    pub limit: i64,
+    pub cursor: Option<(i64, String)>,
+}
+
+impl RunListQuery {
+    pub fn parse(query: &str) -> Result<Self, ApiError> {
+        let mut q = Self {
+            limit: DEFAULT_LIMIT,
+            ..Self::default()
+        };
+        for (k, v) in parse_query(query)? {
+            match k.as_str() {
+                "sessionId" => {
+                    if !is_safe_id(&v) {
+                        return Err(ApiError::invalid_field("sessionId", crate::ids::SAFE_ID_RULE));
+                    }
+                    q.session_id = Some(v);
+                }
+                "status" => {
+                    if v.is_empty() || v.len() > 16 || !v.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                        return Err(ApiError::invalid_field("status", "must be a status word"));
+                    }
+                    q.status = Some(v);
+                }
+                "limit" => {
+                    q.limit = v
+                        .parse::<i64>()
+                        .ok()
+                        .filter(|n| (1..=MAX_LIMIT).contains(n))
+                        .ok_or_else(|| ApiError::invalid_field("limit", format!("must be an integer in 1..={MAX_LIMIT}")))?;
+                }
+                "cursor" => q.cursor = Some(decode_cursor(&v)?),
+                other => {
+                    return Err(ApiError::invalid_request(format!(
+                        "unknown query parameter `{other}`; expected sessionId, status, limit or cursor"
+                    )))
+                }
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// Encodes the position after `(created_at, task_id)`.
+pub fn encode_cursor(created_at: i64, task_id: &str) -> String {
+    crate::hex::encode(format!("{created_at}:{task_id}").as_bytes())
+}
+
+pub fn decode_cursor(cursor: &str) -> Result<(i64, String), ApiError> {
+    let bad = || ApiError::invalid_field("cursor", "is not a cursor this server issued");
+    let raw = crate::hex::decode(cursor).ok_or_else(bad)?;
+    let text = String::from_utf8(raw).map_err(|_| bad())?;
+    let (at, id) = text.split_once(':').ok_or_else(bad)?;
+    let at: i64 = at.parse().map_err(|_| bad())?;
+    if at < 0 || !is_safe_id(id) {
+        return Err(bad());
+    }
+    Ok((at, id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_foreign_cursors_are_refused() {
+        let c = encode_cursor(1_700_000_000_000, "task-1");
+        assert_eq!(
+            decode_cursor(&c).unwrap(),
+            (1_700_000_000_000, "task-1".into())
+        );
+        for bad in [
+            "zz",
+            "",
+            &crate::hex::encode(b"12"),
+            &crate::hex::encode(b"x:t"),
+            &crate::hex::encode(b"1:a/b"),
+        ] {
+            assert_eq!(decode_cursor(bad).unwrap_err().status, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn list_queries_parse_filters_and_bound_the_limit() {
+        let q = RunListQuery::parse("sessionId=s%2D1&status=running&limit=10").unwrap();
+        assert_eq!(q.session_id.as_deref(), Some("s-1"));
+        assert_eq!((q.status.as_deref(), q.limit), (Some("running"), 10));
+        assert_eq!(RunListQuery::parse("").unwrap().limit, DEFAULT_LIMIT);
+        for bad in [
+            "limit=0",
+            "limit=201",
+            "limit=x",
+            "sessionId=a/b",
+            "foo=1",
+            "status=%zz",
+        ] {
+            assert_eq!(RunListQuery::parse(bad).unwrap_err().status, 400, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A run row as stored, and its read face (`GET /v1/runs/{id}`).
+
+use crate::{
+    sql::{get_i64, get_opt_str, get_str, Row},
+    status,
+};
+use serde::Serialize;
+
+/// The columns of `task_run` the control plane reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub task_id: String,
+    pub session_id: String,
+    pub owner: Option<String>,
+    pub instance_id: String,
+    pub status: String,
+    pub objective_preview: String,
+    /// JSON text, as stored.
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub error_code: Option<String>,
+    pub held_by: Option<String>,
+    pub lease_epoch: i64,
+    pub cancel_requested: bool,
+    pub heartbeat_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl RunRow {
+    pub fn from_row(row: &Row) -> Result<Self, String> {
+        Ok(Self {
+            task_id: get_str(row, "task_id")?,
+            session_id: get_str(row, "session_id")?,
+            owner: get_opt_str(row, "owner")?,
+            instance_id: get_str(row, "instance_id")?,
+            status: get_str(row, "status")?,
+            objective_preview: get_opt_str(row, "objective_preview")?.unwrap_or_default(),
+            result: get_opt_str(row, "result")?,
+            error: get_opt_str(row, "error")?,
+            error_code: get_opt_str(row, "error_code")?,
+            held_by: get_opt_str(row, "held_by")?,
+            lease_epoch: get_i64(row, "lease_epoch")?,
+            cancel_requested: get_i64(row, "cancel_requested")? != 0,
+            heartbeat_at: match row.get("heartbeat_at") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(_) => Some(get_i64(row, "heartbeat_at")?),
+            },
+            created_at: get_i64(row, "created_at")?,
+            updated_at: get_i64(row, "updated_at")?,
+        })
+    }
+
+    /// The read face.
+    pub fn face(&self) -> RunFace<'_> {
+        let held_by = if status::is_terminal(&self.status) {
+            None
+        } else {
+            // The leasing runner while one drives the run; otherwise the instance that admitted it.
+            Some(self.held_by.as_deref().unwrap_or(&self.instance_id))
+        };
+        RunFace {
+            task_id: &self.task_id,
+            session_id: &self.session_id,
+            status: &self.status,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            held_by,
+            cancel_requested: self.cancel_requested,
+            objective_preview: &self.objective_preview,
+            result: self
+                .result
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok()),
+            error: self.error.as_deref(),
+            error_code: self.error_code.as_deref(),
+        }
+    }
+}
+
+/// `GET /v1/runs/{id}`: what a client may see of a run.
+#[derive(Debug, Serialize)]
+pub struct RunFace<'a> {
+    #[serde(rename = "taskId")]
+    pub task_id: &'a str,
+    #[serde(rename = "sessionId")]
+    pub session_id: &'a str,
+    pub status: &'a str,
+    #[serde(rename = "createdAt")]
+    pub created_at: i64,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: i64,
+    /// `null` for terminal runs.
+    #[serde(rename = "heldBy")]
+    pub held_by: Option<&'a str>,
+    #[serde(rename = "cancelRequested")]
+    pub cancel_requested: bool,
+    #[serde(rename = "objectivePreview")]
+    pub objective_preview: &'a str,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<&'a str>,
+    #[serde(rename = "errorCode")]
+    pub error_code: Option<&'a str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: &str, held_by: Option<&str>) -> RunRow {
+        let json = serde_json::json!({
+            "task_id": "t", "session_id": "s", "owner": null, "instance_id": "default",
+            "status": status, "objective_preview": "p", "result": "{\"ok\":true}", "error": null,
+            "error_code": null, "held_by": held_by, "lease_epoch": 2, "cancel_requested": 1,
+            "heartbeat_at": null, "created_at": 10.0, "updated_at": 11
+        });
+        RunRow::from_row(json.as_object().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn rows_decode_from_js_numbers_and_integer_flags() {
+        let r = row("running", None);
+        assert_eq!((r.created_at, r.updated_at, r.lease_epoch), (10, 11, 2));
+        assert!(r.cancel_requested && r.heartbeat_at.is_none());
+    }
+
+    #[test]
+    fn held_by_is_null_for_terminal_runs_and_names_the_holder_otherwise() {
+        assert_eq!(row("completed", Some("r1")).face().held_by, None);
+        assert_eq!(row("running", Some("r1")).face().held_by, Some("r1"));
+        assert_eq!(row("suspended", None).face().held_by, Some("default"));
+    }
+
+    #[test]
+    fn the_face_parses_the_stored_result_json() {
+        let r = row("completed", None);
+        let v = serde_json::to_value(r.face()).unwrap();
+        assert_eq!(v["result"], serde_json::json!({"ok": true}));
+        assert_eq!(v["taskId"], "t");
+        assert_eq!(v["cancelRequested"], true);
+    }
+}

@@ -1,0 +1,57 @@
+-- Sema Edge schema, SQLite dialect (D1). Twins: ../postgres/0001_runs.sql, ../mysql/0001_runs.sql.
+-- Timestamps are integer milliseconds since the Unix epoch. Ids are case-sensitive (SQLite's default
+-- BINARY collation). Every statement is idempotent (IF NOT EXISTS), so applying the file twice is harmless.
+
+-- A conversation. Owned by the principal that first submitted into it (NULL = anonymous).
+CREATE TABLE IF NOT EXISTS session (
+  session_id TEXT NOT NULL PRIMARY KEY,
+  owner      TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_session_owner_updated ON session (owner, updated_at, session_id);
+
+-- One agent run. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
+CREATE TABLE IF NOT EXISTS task_run (
+  task_id           TEXT    NOT NULL PRIMARY KEY,
+  session_id        TEXT    NOT NULL,
+  owner             TEXT,
+  instance_id       TEXT    NOT NULL,
+  status            TEXT    NOT NULL,
+  objective         TEXT    NOT NULL,
+  objective_preview TEXT    NOT NULL,
+  meta              TEXT    NOT NULL DEFAULT '{}',
+  result            TEXT,
+  error             TEXT,
+  error_code        TEXT,
+  held_by           TEXT,
+  lease_epoch       INTEGER NOT NULL DEFAULT 0,
+  cancel_requested  INTEGER NOT NULL DEFAULT 0,
+  heartbeat_at      INTEGER,
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
+
+-- The single-active claim: at most one row per session, naming the run that holds it.
+CREATE TABLE IF NOT EXISTS task_active (
+  session_id TEXT    NOT NULL PRIMARY KEY,
+  task_id    TEXT    NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS uq_task_active_task ON task_active (task_id);
+
+-- Submit idempotency: scoped_key = sha256-hex(owner + 0x1F + raw key), bound forever to one run.
+CREATE TABLE IF NOT EXISTS idempotency_key (
+  scoped_key      TEXT    NOT NULL PRIMARY KEY,
+  owner           TEXT,
+  fingerprint     TEXT    NOT NULL,
+  task_id         TEXT    NOT NULL,
+  response_status INTEGER NOT NULL,
+  response_body   TEXT    NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_idempotency_key_task ON idempotency_key (task_id);

@@ -1,0 +1,73 @@
+//! The D1 executor: runs statements planned by the core and hands back rows and change counts.
+//!
+//! Integers are bound as JS numbers and must lie within ±2^53 (checked: D1 would otherwise round them
+//! silently). A batch runs as one transaction: it commits whole or not at all.
+
+use sema_core::sql::{classify_sqlite_error, DbError, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT};
+use wasm_bindgen::JsValue;
+use worker::{D1Database, D1PreparedStatement, D1Result};
+
+fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError> {
+    let mut args = Vec::with_capacity(stmt.params.len());
+    for p in &stmt.params {
+        args.push(match p {
+            SqlValue::Null => JsValue::NULL,
+            SqlValue::Int(n) => {
+                if n.unsigned_abs() > JS_SAFE_INT as u64 {
+                    return Err(DbError::Other(format!(
+                        "integer {n} exceeds 2^53 and cannot be bound"
+                    )));
+                }
+                JsValue::from_f64(*n as f64)
+            }
+            SqlValue::Text(s) => JsValue::from_str(s),
+        });
+    }
+    db.prepare(stmt.sql).bind(&args).map_err(to_db_error)
+}
+
+fn to_db_error(e: worker::Error) -> DbError {
+    let text = match &e {
+        // D1Error's Display assumes a string cause and panics otherwise: read the parts safely.
+        worker::Error::D1(d1) => {
+            let js: &js_sys::Error = d1.as_ref();
+            format!("{} {}", String::from(js.message()), d1.cause())
+        }
+        other => other.to_string(),
+    };
+    classify_sqlite_error(&text)
+}
+
+fn outcome(result: &D1Result) -> Result<Outcome, DbError> {
+    if let Some(err) = result.error() {
+        return Err(classify_sqlite_error(&err));
+    }
+    let rows: Vec<Row> = result.results().map_err(to_db_error)?;
+    let changes = result
+        .meta()
+        .map_err(to_db_error)?
+        .and_then(|m| m.changes)
+        .unwrap_or(0) as u64;
+    Ok(Outcome { rows, changes })
+}
+
+/// Runs `stmts` as one atomic batch.
+pub async fn batch(db: &D1Database, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
+    let prepared = stmts
+        .iter()
+        .map(|s| prepare(db, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = db.batch(prepared).await.map_err(to_db_error)?;
+    results.iter().map(outcome).collect()
+}
+
+/// Runs one statement.
+pub async fn run(db: &D1Database, stmt: &Stmt) -> Result<Outcome, DbError> {
+    let result = prepare(db, stmt)?.all().await.map_err(to_db_error)?;
+    outcome(&result)
+}
+
+/// Runs one query and returns its first row, if any.
+pub async fn first(db: &D1Database, stmt: &Stmt) -> Result<Option<Row>, DbError> {
+    Ok(run(db, stmt).await?.rows.into_iter().next())
+}

@@ -1,0 +1,27 @@
+//! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
+//!
+//! It owns transport only: the router and handlers (`http/`), the D1 executor (`d1.rs`), the session
+//! Durable Object (`session_do.rs`), principal resolution (`auth.rs`) and the clock and entropy
+//! (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
+//! exercised by the black-box tests in `tests/` against `wrangler dev`.
+
+#[cfg(target_arch = "wasm32")]
+mod auth;
+#[cfg(target_arch = "wasm32")]
+mod d1;
+#[cfg(target_arch = "wasm32")]
+mod http;
+#[cfg(target_arch = "wasm32")]
+mod platform;
+#[cfg(target_arch = "wasm32")]
+mod session_do;
+
+#[cfg(target_arch = "wasm32")]
+#[worker::event(fetch)]
+async fn fetch(
+    req: worker::Request,
+    env: worker::Env,
+    _ctx: worker::Context,
+) -> worker::Result<worker::Response> {
+    Ok(http::handle(req, env).await)
+}
