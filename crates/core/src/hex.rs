@@ -22,7 +22,7 @@ pub fn decode(text: &str) -> Option<Vec<u8>> {
         }
     }
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes
