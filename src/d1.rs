@@ -3,9 +3,20 @@
 //! Integers are bound as JS numbers and must lie within ±2^53 (checked: D1 would otherwise round them
 //! silently). A batch runs as one transaction: it commits whole or not at all.
 
-use sema_core::sql::{classify_sqlite_error, DbError, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT};
+use sema_core::{
+    sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
+    store::{Executor, SqlStore},
+};
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, D1Result};
+use worker::{D1Database, D1PreparedStatement, D1Result, Env};
+
+/// D1 as the store's executor (SQLite dialect).
+pub struct D1Exec(D1Database);
+
+/// The run store over the `DB` binding.
+pub fn store(env: &Env) -> Result<SqlStore<D1Exec>, worker::Error> {
+    Ok(SqlStore::new(D1Exec(env.d1("DB")?)))
+}
 
 fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError> {
     let mut args = Vec::with_capacity(stmt.params.len());
@@ -23,7 +34,9 @@ fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError>
             SqlValue::Text(s) => JsValue::from_str(s),
         });
     }
-    db.prepare(stmt.sql).bind(&args).map_err(to_db_error)
+    db.prepare(stmt.sql.as_ref())
+        .bind(&args)
+        .map_err(to_db_error)
 }
 
 fn to_db_error(e: worker::Error) -> DbError {
@@ -51,23 +64,22 @@ fn outcome(result: &D1Result) -> Result<Outcome, DbError> {
     Ok(Outcome { rows, changes })
 }
 
-/// Runs `stmts` as one atomic batch.
-pub async fn batch(db: &D1Database, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
-    let prepared = stmts
-        .iter()
-        .map(|s| prepare(db, s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = db.batch(prepared).await.map_err(to_db_error)?;
-    results.iter().map(outcome).collect()
-}
+impl Executor for D1Exec {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
 
-/// Runs one statement.
-pub async fn run(db: &D1Database, stmt: &Stmt) -> Result<Outcome, DbError> {
-    let result = prepare(db, stmt)?.all().await.map_err(to_db_error)?;
-    outcome(&result)
-}
+    async fn batch(&self, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
+        let prepared = stmts
+            .iter()
+            .map(|s| prepare(&self.0, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = self.0.batch(prepared).await.map_err(to_db_error)?;
+        results.iter().map(outcome).collect()
+    }
 
-/// Runs one query and returns its first row, if any.
-pub async fn first(db: &D1Database, stmt: &Stmt) -> Result<Option<Row>, DbError> {
-    Ok(run(db, stmt).await?.rows.into_iter().next())
+    async fn run(&self, stmt: &Stmt) -> Result<Outcome, DbError> {
+        let result = prepare(&self.0, stmt)?.all().await.map_err(to_db_error)?;
+        outcome(&result)
+    }
 }

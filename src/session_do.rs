@@ -11,7 +11,7 @@
 //! final judge, so the single-active invariant never depends on the object's storage.
 
 use crate::{
-    d1,
+    d1::store,
     http::{
         error::{json, respond, Failure},
         runs::replayed,
@@ -23,8 +23,9 @@ use sema_core::{
     admission::{self, AdmitDecision, AdmitInput, Claim, SessionOwner, SessionState},
     conflict::{Conflict, Holder},
     run::RunRow,
-    sql::{get_opt_str, get_str, run_sql, DbError, Row},
+    sql::run_sql,
     status,
+    store::{ClaimHolder, CreateRun, RunStore},
     wire::{objective_preview, Admitted},
     ApiError,
 };
@@ -91,10 +92,6 @@ impl DurableObject for SessionDo {
 }
 
 impl SessionDo {
-    fn db(&self) -> Result<worker::D1Database, Failure> {
-        Ok(self.env.d1("DB")?)
-    }
-
     /// The session state: memory, else storage, else empty.
     async fn load(&self) -> Result<SessionState, Failure> {
         if let Some(s) = self.memory.borrow().as_ref() {
@@ -137,33 +134,26 @@ impl SessionDo {
         input: &AdmitInput,
         heal: bool,
     ) -> Result<Response, Failure> {
-        let db = self.db()?;
-        let now = platform::now_ms();
+        let store = store(&self.env)?;
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let preview = objective_preview(&input.objective);
+        let instance = instance_id(&self.env);
         let new_run = run_sql::NewRun {
             task_id: &input.task_id,
             session_id: &input.session_id,
             owner: input.owner.as_deref(),
-            instance_id: &instance_id(&self.env),
+            instance_id: &instance,
             objective: &input.objective,
             objective_preview: &preview,
             meta_json: &input.meta,
-            now,
+            now: platform::now_ms(),
             idempotency: input
                 .idempotency
                 .as_ref()
                 .map(|(key, fp)| (key.as_str(), fp.as_str(), 202, body.as_str())),
         };
-        match d1::batch(&db, &run_sql::admit(&new_run)).await {
-            Ok(outcomes) => {
-                if outcomes
-                    .get(run_sql::ADMIT_RUN_INSERT)
-                    .is_none_or(|o| o.changes == 0)
-                {
-                    // The session exists in D1 under another owner; remember whose it is.
-                    return self.learn_foreign_session(state, input).await;
-                }
+        match store.create_run(&new_run).await? {
+            CreateRun::Created => {
                 state.owner = Some(SessionOwner {
                     id: input.owner.clone(),
                 });
@@ -184,22 +174,20 @@ impl SessionDo {
                 self.save(state).await?;
                 Ok(json(202, body))
             }
-            Err(DbError::Duplicate { target }) => match target.as_str() {
-                "task_active.session_id" => self.adopt_d1_claim(state, input, heal).await,
-                "task_run.task_id" => self.task_id_taken(input).await,
-                "idempotency_key.scoped_key" => {
-                    let (key, fingerprint) = input
-                        .idempotency
-                        .as_ref()
-                        .ok_or_else(|| Failure::Infra("key conflict without a key".into()))?;
-                    let row = d1::first(&db, &run_sql::select_idempotency(key))
-                        .await?
-                        .ok_or_else(|| Failure::Infra("bound key vanished".into()))?;
-                    crate::http::runs::replay(&row, key, fingerprint)
-                }
-                other => Err(Failure::Infra(format!("unexpected duplicate on {other}"))),
-            },
-            Err(e) => Err(e.into()),
+            CreateRun::ForeignSession { owner } => {
+                state.owner = Some(SessionOwner { id: owner });
+                self.save(state).await?;
+                Err(ApiError::not_found("session").into())
+            }
+            CreateRun::Held(holder) => self.adopt_d1_claim(state, input, holder, heal).await,
+            CreateRun::TaskIdTaken(run) => task_id_taken(input, run),
+            CreateRun::KeyBound(bound) => {
+                let (_, fingerprint) = input
+                    .idempotency
+                    .as_ref()
+                    .ok_or_else(|| Failure::Infra("key conflict without a key".into()))?;
+                crate::http::runs::replay(&bound, fingerprint)
+            }
         }
     }
 
@@ -209,31 +197,29 @@ impl SessionDo {
         &self,
         mut state: SessionState,
         input: &AdmitInput,
+        holder: Option<ClaimHolder>,
         heal: bool,
     ) -> Result<Response, Failure> {
-        let db = self.db()?;
-        let Some(row) = d1::first(&db, &run_sql::select_claim_holder(&input.session_id)).await?
-        else {
-            // Released between the batch and this read: the session is free now.
+        let Some(holder) = holder else {
+            // Released between the batch and the read: the session is free now.
             return if heal {
                 Box::pin(self.write_run(state, input, false)).await
             } else {
                 Err(base_conflict(&input.session_id, None))
             };
         };
-        let holder = get_str(&row, "task_id").map_err(Failure::Infra)?;
-        let holder_status = get_opt_str(&row, "status").map_err(Failure::Infra)?;
-        let session_owner = get_opt_str(&row, "session_owner").map_err(Failure::Infra)?;
-        if session_owner != input.owner {
-            state.owner = Some(SessionOwner { id: session_owner });
+        if holder.session_owner != input.owner {
+            state.owner = Some(SessionOwner {
+                id: holder.session_owner,
+            });
             self.save(state).await?;
             return Err(ApiError::not_found("session").into());
         }
-        match holder_status {
+        match holder.status {
             Some(s) if status::is_active(&s) => {
                 let claim = Claim {
-                    task_id: holder,
-                    owner: get_opt_str(&row, "owner").map_err(Failure::Infra)?,
+                    task_id: holder.task_id,
+                    owner: holder.owner,
                     status: s,
                     gate_kind: None,
                     idempotency: None,
@@ -247,85 +233,27 @@ impl SessionDo {
                 Err(refusal.into())
             }
             _ if heal => {
-                d1::run(
-                    &db,
-                    &run_sql::release_dead_claim(&input.session_id, &holder),
-                )
-                .await?;
+                store(&self.env)?.release_claim_of(&holder.task_id).await?;
                 Box::pin(self.write_run(state, input, false)).await
             }
-            _ => Err(base_conflict(&input.session_id, Some(&holder))),
+            _ => Err(base_conflict(&input.session_id, Some(&holder.task_id))),
         }
-    }
-
-    async fn learn_foreign_session(
-        &self,
-        mut state: SessionState,
-        input: &AdmitInput,
-    ) -> Result<Response, Failure> {
-        let db = self.db()?;
-        if let Some(row) = d1::first(&db, &run_sql::select_session(&input.session_id)).await? {
-            state.owner = Some(SessionOwner {
-                id: get_opt_str(&row, "owner").map_err(Failure::Infra)?,
-            });
-            self.save(state).await?;
-        }
-        Err(ApiError::not_found("session").into())
-    }
-
-    /// A client task id that names an existing run: the caller's own run in this session is returned
-    /// again (202 while it is active, 200 once it ended); anyone else's is a conflict.
-    async fn task_id_taken(&self, input: &AdmitInput) -> Result<Response, Failure> {
-        let db = self.db()?;
-        if let Some(row) = d1::first(&db, &run_sql::select_run(&input.task_id)).await? {
-            let run = RunRow::from_row(&row).map_err(Failure::Infra)?;
-            if input.client_task_id
-                && run.owner == input.owner
-                && run.session_id == input.session_id
-            {
-                let code = if status::is_active(&run.status) {
-                    202
-                } else {
-                    200
-                };
-                return admitted_response(
-                    code,
-                    &Admitted {
-                        task_id: run.task_id,
-                        session_id: run.session_id,
-                        status: run.status,
-                    },
-                );
-            }
-        }
-        Err(ApiError::new(
-            409,
-            "conflict.task_id_taken",
-            "taskId is already used by another run; submit with a different taskId",
-        )
-        .into())
     }
 
     async fn cancel(&self, task_id: &str, session_id: &str) -> Result<Response, Failure> {
-        let db = self.db()?;
-        let outcomes = d1::batch(&db, &run_sql::cancel(task_id, platform::now_ms())).await?;
-        let released = outcomes
-            .get(run_sql::CANCEL_RELEASE)
-            .is_some_and(|o| o.changes > 0);
-        let row: Option<&Row> = outcomes
-            .get(run_sql::CANCEL_READ)
-            .and_then(|o| o.rows.first());
-        let run = row
-            .map(RunRow::from_row)
-            .transpose()
-            .map_err(Failure::Infra)?;
+        let outcome = store(&self.env)?
+            .cancel(task_id, platform::now_ms())
+            .await?;
         let mut state = self.load().await?;
-        let holder_dead = run.as_ref().is_none_or(|r| status::is_terminal(&r.status));
+        let holder_dead = outcome
+            .run
+            .as_ref()
+            .is_none_or(|r| status::is_terminal(&r.status));
         if holder_dead && state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
             state.claim = None;
             self.save(state).await?;
         }
-        match run {
+        match outcome.run {
             Some(run) => {
                 let code = if status::is_terminal(&run.status) {
                     200
@@ -341,12 +269,40 @@ impl SessionDo {
                 serde_json::json!({
                     "taskId": task_id,
                     "sessionId": session_id,
-                    "claimReleased": released,
+                    "claimReleased": outcome.claim_released,
                 })
                 .to_string(),
             )),
         }
     }
+}
+
+/// A client task id that names an existing run: the caller's own run in this session is returned
+/// again (202 while it is active, 200 once it ended); anyone else's is a conflict.
+fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Response, Failure> {
+    if let Some(run) = run {
+        if input.client_task_id && run.owner == input.owner && run.session_id == input.session_id {
+            let code = if status::is_active(&run.status) {
+                202
+            } else {
+                200
+            };
+            return admitted_response(
+                code,
+                &Admitted {
+                    task_id: run.task_id,
+                    session_id: run.session_id,
+                    status: run.status,
+                },
+            );
+        }
+    }
+    Err(ApiError::new(
+        409,
+        "conflict.task_id_taken",
+        "taskId is already used by another run; submit with a different taskId",
+    )
+    .into())
 }
 
 fn admitted_response(code: u16, admitted: &Admitted) -> Result<Response, Failure> {

@@ -8,7 +8,8 @@ CREATE TABLE IF NOT EXISTS session (
   created_at BIGINT NOT NULL,
   updated_at BIGINT NOT NULL,
   PRIMARY KEY (session_id),
-  KEY idx_session_owner_updated (owner, updated_at, session_id)
+  KEY idx_session_owner_updated (owner, updated_at, session_id),
+  KEY idx_session_updated (updated_at, session_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS task_run (
@@ -26,13 +27,15 @@ CREATE TABLE IF NOT EXISTS task_run (
   held_by           VARCHAR(64)  NULL,
   lease_epoch       BIGINT NOT NULL DEFAULT 0,
   cancel_requested  TINYINT NOT NULL DEFAULT 0,
-  heartbeat_at      BIGINT NULL,
+  heartbeat_at      BIGINT NOT NULL,
+  last_seq          BIGINT NOT NULL DEFAULT 0,
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
   PRIMARY KEY (task_id),
   KEY idx_task_run_session_created (session_id, created_at, task_id),
   KEY idx_task_run_owner_created (owner, created_at, task_id),
   KEY idx_task_run_created (created_at, task_id),
+  KEY idx_task_run_status_heartbeat (status, heartbeat_at),
   KEY idx_task_run_status_updated (status, updated_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

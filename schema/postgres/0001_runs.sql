@@ -10,6 +10,7 @@ CREATE TABLE IF NOT EXISTS session (
   PRIMARY KEY (session_id)
 );
 CREATE INDEX IF NOT EXISTS idx_session_owner_updated ON session (owner, updated_at, session_id);
+CREATE INDEX IF NOT EXISTS idx_session_updated ON session (updated_at, session_id);
 
 CREATE TABLE IF NOT EXISTS task_run (
   task_id           VARCHAR(64)  COLLATE "C" NOT NULL,
@@ -26,7 +27,8 @@ CREATE TABLE IF NOT EXISTS task_run (
   held_by           VARCHAR(64)  COLLATE "C" NULL,
   lease_epoch       BIGINT NOT NULL DEFAULT 0,
   cancel_requested  SMALLINT NOT NULL DEFAULT 0,
-  heartbeat_at      BIGINT NULL,
+  heartbeat_at      BIGINT NOT NULL,
+  last_seq          BIGINT NOT NULL DEFAULT 0,
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
   PRIMARY KEY (task_id)
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS task_run (
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
 
 CREATE TABLE IF NOT EXISTS task_active (

@@ -10,8 +10,10 @@ CREATE TABLE IF NOT EXISTS session (
   updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_session_owner_updated ON session (owner, updated_at, session_id);
+CREATE INDEX IF NOT EXISTS idx_session_updated ON session (updated_at, session_id);
 
--- One agent run. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
+-- One agent run. heartbeat_at: last sign of life of its driver (admission time until a runner
+-- heartbeats). last_seq: the highest event seq appended. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
 CREATE TABLE IF NOT EXISTS task_run (
   task_id           TEXT    NOT NULL PRIMARY KEY,
   session_id        TEXT    NOT NULL,
@@ -27,13 +29,15 @@ CREATE TABLE IF NOT EXISTS task_run (
   held_by           TEXT,
   lease_epoch       INTEGER NOT NULL DEFAULT 0,
   cancel_requested  INTEGER NOT NULL DEFAULT 0,
-  heartbeat_at      INTEGER,
+  heartbeat_at      INTEGER NOT NULL,
+  last_seq          INTEGER NOT NULL DEFAULT 0,
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
 
 -- The single-active claim: at most one row per session, naming the run that holds it.

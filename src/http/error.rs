@@ -4,7 +4,7 @@
 //! status and body come from the core); `Failure::Infra` is ours: logged once here, answered with an
 //! opaque 500.
 
-use sema_core::{sql::DbError, ApiError};
+use sema_core::{sql::DbError, store::StoreError, ApiError};
 use worker::{Headers, Response};
 
 #[derive(Debug)]
@@ -22,6 +22,12 @@ impl From<ApiError> for Failure {
 impl From<worker::Error> for Failure {
     fn from(e: worker::Error) -> Self {
         Self::Infra(format!("runtime: {e}"))
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Infra(format!("store: {e}"))
     }
 }
 

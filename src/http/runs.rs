@@ -4,7 +4,7 @@
 //! with the final response; reads go straight to D1.
 
 use super::error::{json, Failure};
-use crate::{d1, platform, session_do};
+use crate::{d1::store, platform, session_do};
 use sema_core::{
     admission::{AdmitInput, IdempotencyBinding},
     auth::{Principal, Role},
@@ -12,18 +12,15 @@ use sema_core::{
     ids::TaskId,
     list::{encode_cursor, RunListQuery},
     run::RunRow,
-    sql::{get_i64, get_str, run_sql},
+    sql::run_sql::ListScope,
     status,
+    store::RunStore,
     wire::{self, SubmitRunBody, BODY_MAX},
     ApiError,
 };
 use worker::{Env, Request, Response};
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
-
-fn db(env: &Env) -> Result<worker::D1Database, Failure> {
-    Ok(env.d1("DB")?)
-}
 
 /// Runner credentials execute runs; they do not submit, read or cancel them as clients.
 fn require_client_side(principal: &Principal) -> Result<(), Failure> {
@@ -72,8 +69,8 @@ pub async fn submit(
             let key = idempotency::scoped_key(owner.as_deref(), raw);
             let fingerprint = idempotency::fingerprint(SUBMIT_ROUTE, &value);
             // A key already bound answers without touching the session.
-            if let Some(row) = d1::first(&db(env)?, &run_sql::select_idempotency(&key)).await? {
-                return replay(&row, &key, &fingerprint);
+            if let Some(bound) = store(env)?.idempotency(&key).await? {
+                return replay(&bound, &fingerprint);
             }
             Some((key, fingerprint))
         }
@@ -103,19 +100,9 @@ pub async fn submit(
     .await
 }
 
-/// Answers a request whose key is already bound (stored row of `select_idempotency`).
-pub fn replay(
-    row: &sema_core::sql::Row,
-    key: &str,
-    fingerprint: &str,
-) -> Result<Response, Failure> {
-    let binding = IdempotencyBinding {
-        scoped_key: key.to_owned(),
-        fingerprint: get_str(row, "fingerprint").map_err(Failure::Infra)?,
-        response_status: get_i64(row, "response_status").map_err(Failure::Infra)? as u16,
-        response_body: get_str(row, "response_body").map_err(Failure::Infra)?,
-    };
-    let replay = binding.answer(fingerprint)?;
+/// Answers a request whose key is already bound: the original admission again, or 422.
+pub fn replay(bound: &IdempotencyBinding, fingerprint: &str) -> Result<Response, Failure> {
+    let replay = bound.answer(fingerprint)?;
     Ok(replayed(replay.status, replay.body))
 }
 
@@ -132,10 +119,10 @@ async fn visible_run(
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<RunRow, Failure> {
-    let row = d1::first(&db(env)?, &run_sql::select_run(task_id.as_str()))
+    let run = store(env)?
+        .get_run(task_id.as_str())
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
-    let run = RunRow::from_row(&row).map_err(Failure::Infra)?;
     if !principal.may_access(run.owner.as_deref()) {
         return Err(ApiError::not_found("run").into());
     }
@@ -159,22 +146,18 @@ pub async fn list(req: &Request, env: &Env, principal: &Principal) -> Result<Res
     let url = req.url()?;
     let q = RunListQuery::parse(url.query().unwrap_or(""))?;
     let scope = match principal.role {
-        Role::Operator => run_sql::ListScope::All,
-        _ => run_sql::ListScope::Owner(principal.id.as_deref()),
+        Role::Operator => ListScope::All,
+        _ => ListScope::Owner(principal.id.as_deref()),
     };
-    let stmt = run_sql::list_runs(
-        &scope,
-        q.session_id.as_deref(),
-        q.status.as_deref(),
-        q.cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
-        q.limit + 1,
-    );
-    let rows = d1::run(&db(env)?, &stmt).await?.rows;
-    let mut runs = rows
-        .iter()
-        .map(RunRow::from_row)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Failure::Infra)?;
+    let mut runs = store(env)?
+        .list_runs(
+            &scope,
+            q.session_id.as_deref(),
+            q.status.as_deref(),
+            q.cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
+            q.limit + 1,
+        )
+        .await?;
     let more = runs.len() as i64 > q.limit;
     runs.truncate(q.limit as usize);
     let next = more
@@ -193,10 +176,9 @@ pub async fn cancel(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
-    let db = db(env)?;
-    let session_id = match d1::first(&db, &run_sql::select_run(task_id.as_str())).await? {
-        Some(row) => {
-            let run = RunRow::from_row(&row).map_err(Failure::Infra)?;
+    let store = store(env)?;
+    let session_id = match store.get_run(task_id.as_str()).await? {
+        Some(run) => {
             if !principal.may_access(run.owner.as_deref()) {
                 return Err(ApiError::not_found("run").into());
             }
@@ -207,14 +189,14 @@ pub async fn cancel(
         }
         None => {
             // No row: cancel still frees a claim that names this task (the self-rescue path).
-            let holder = d1::first(&db, &run_sql::select_claim_by_task(task_id.as_str()))
+            let (session_id, owner) = store
+                .claim_by_task(task_id.as_str())
                 .await?
                 .ok_or_else(|| ApiError::not_found("run"))?;
-            let owner = sema_core::sql::get_opt_str(&holder, "owner").map_err(Failure::Infra)?;
             if !principal.may_access(owner.as_deref()) {
                 return Err(ApiError::not_found("run").into());
             }
-            get_str(&holder, "session_id").map_err(Failure::Infra)?
+            session_id
         }
     };
     let call = session_do::Call::Cancel {

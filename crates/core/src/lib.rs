@@ -12,11 +12,13 @@ pub mod gate;
 pub mod hex;
 pub mod idempotency;
 pub mod ids;
+pub mod leader;
 pub mod list;
 pub mod route;
 pub mod run;
 pub mod sql;
 pub mod status;
+pub mod store;
 pub mod wire;
 
 pub use error::ApiError;

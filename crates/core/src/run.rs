@@ -23,6 +23,8 @@ pub struct RunRow {
     pub lease_epoch: i64,
     pub cancel_requested: bool,
     pub heartbeat_at: Option<i64>,
+    /// The highest event seq appended.
+    pub last_seq: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -45,6 +47,10 @@ impl RunRow {
             heartbeat_at: match row.get("heartbeat_at") {
                 None | Some(serde_json::Value::Null) => None,
                 Some(_) => Some(get_i64(row, "heartbeat_at")?),
+            },
+            last_seq: match row.get("last_seq") {
+                None => 0,
+                Some(_) => get_i64(row, "last_seq")?,
             },
             created_at: get_i64(row, "created_at")?,
             updated_at: get_i64(row, "updated_at")?,

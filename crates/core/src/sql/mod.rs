@@ -2,11 +2,36 @@
 //!
 //! A [`Stmt`] is SQL text plus positional parameters. The core decides from what comes back: rows as
 //! JSON objects keyed by column name ([`Row`]) and the number of rows each statement changed.
-//! Statements here are the SQLite dialect that D1 executes (`?N` placeholders).
+//! Every statement exists in three dialects, written side by side at its call site: SQLite / D1
+//! (`?N` placeholders), PostgreSQL (`$N`) and MySQL / MariaDB (`?`, one per occurrence, so a
+//! parameter used twice is bound twice; [`Stmt::pick`] lays the parameters out).
+//!
+//! JSON values travel as text. PostgreSQL casts them (`$n::jsonb`, and `::text` when read);
+//! MySQL / MariaDB take the text as a plain parameter (MySQL parses it into its JSON type, MariaDB's
+//! JSON is LONGTEXT checked by `json_valid`; MariaDB has no `CAST(... AS JSON)`) and are read back
+//! with `CAST(col AS CHAR)`.
 
+pub mod claim_sql;
+pub mod event_sql;
+pub mod leader_sql;
 pub mod run_sql;
 
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// The SQL dialects the store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// SQLite, exactly as D1 executes it.
+    Sqlite,
+    Postgres,
+    /// MySQL and MariaDB.
+    Mysql,
+}
+
+impl Dialect {
+    pub const ALL: [Dialect; 3] = [Dialect::Sqlite, Dialect::Postgres, Dialect::Mysql];
+}
 
 /// A bound parameter. Integers must fit in ±2^53 to cross D1's JS-number binding unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,16 +65,124 @@ impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
 /// Largest integer magnitude that survives a JS number (2^53 - 1).
 pub const JS_SAFE_INT: i64 = (1 << 53) - 1;
 
-/// One statement with its parameters.
+/// One statement with its parameters, in one dialect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stmt {
-    pub sql: &'static str,
+    pub sql: Cow<'static, str>,
     pub params: Vec<SqlValue>,
 }
 
 impl Stmt {
-    pub fn new(sql: &'static str, params: Vec<SqlValue>) -> Self {
-        Self { sql, params }
+    pub fn new(sql: impl Into<Cow<'static, str>>, params: Vec<SqlValue>) -> Self {
+        Self {
+            sql: sql.into(),
+            params,
+        }
+    }
+
+    /// The text for dialect `d`, with `params` numbered 1.. as the SQLite (`?N`) and PostgreSQL (`$N`)
+    /// texts use them. `mysql.1` lists, per `?` of the MySQL text in order, the 1-based parameter it
+    /// binds.
+    pub fn pick(
+        d: Dialect,
+        sqlite: &'static str,
+        postgres: &'static str,
+        mysql: (&'static str, &[usize]),
+        params: Vec<SqlValue>,
+    ) -> Self {
+        match d {
+            Dialect::Sqlite => Self::new(sqlite, params),
+            Dialect::Postgres => Self::new(postgres, params),
+            Dialect::Mysql => Self::new(
+                mysql.0,
+                mysql.1.iter().map(|i| params[i - 1].clone()).collect(),
+            ),
+        }
+    }
+
+    /// The table an `INSERT INTO <table>` writes, used to name the target of a duplicate-key error.
+    pub fn insert_target(&self) -> Option<&str> {
+        let rest = self.sql.trim_start().strip_prefix("INSERT INTO ")?;
+        rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .next()
+    }
+
+    /// Whether the statement returns rows (as opposed to a change count).
+    pub fn is_query(&self) -> bool {
+        let head = self.sql.trim_start();
+        head.starts_with("SELECT") || head.starts_with("WITH")
+    }
+
+    /// Checks that the placeholders of the text match the parameters for dialect `d` (a test aid).
+    pub fn placeholders_match(&self, d: Dialect) -> Result<(), String> {
+        let n = self.params.len();
+        let max_numbered = |mark: char| {
+            let mut max = 0usize;
+            for (i, c) in self.sql.char_indices() {
+                if c == mark {
+                    let digits: String = self.sql[i + 1..]
+                        .chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect();
+                    if let Ok(k) = digits.parse::<usize>() {
+                        max = max.max(k);
+                    }
+                }
+            }
+            max
+        };
+        let found = match d {
+            Dialect::Sqlite => max_numbered('?'),
+            Dialect::Postgres => max_numbered('$'),
+            Dialect::Mysql => self.sql.matches('?').count(),
+        };
+        if found == n {
+            Ok(())
+        } else {
+            Err(format!(
+                "{d:?}: text uses {found} parameters, {n} bound: {}",
+                self.sql
+            ))
+        }
+    }
+}
+
+/// Builds a statement whose shape depends on optional filters, numbering placeholders for its dialect.
+/// Used where composing fragments is clearer than listing every combination of filters.
+#[derive(Debug)]
+pub struct Builder {
+    dialect: Dialect,
+    sql: String,
+    params: Vec<SqlValue>,
+}
+
+impl Builder {
+    pub fn new(dialect: Dialect, head: &str) -> Self {
+        Self {
+            dialect,
+            sql: head.to_owned(),
+            params: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, text: &str) -> &mut Self {
+        self.sql.push_str(text);
+        self
+    }
+
+    /// Appends a placeholder bound to `value`.
+    pub fn bind(&mut self, value: impl Into<SqlValue>) -> &mut Self {
+        self.params.push(value.into());
+        match self.dialect {
+            Dialect::Sqlite => self.sql.push_str(&format!("?{}", self.params.len())),
+            Dialect::Postgres => self.sql.push_str(&format!("${}", self.params.len())),
+            Dialect::Mysql => self.sql.push('?'),
+        }
+        self
+    }
+
+    pub fn build(self) -> Stmt {
+        Stmt::new(self.sql, self.params)
     }
 }
 
@@ -66,8 +199,9 @@ pub struct Outcome {
 /// Errors from executing statements, as the core needs to tell them apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbError {
-    /// A UNIQUE or PRIMARY KEY constraint refused a write; `target` is `table.column` when known.
-    Duplicate { target: String },
+    /// A UNIQUE or PRIMARY KEY constraint refused a write to `table`. The table is enough: every
+    /// insert the store makes can only collide on one key of its table.
+    Duplicate { table: String },
     /// Anything else: an infrastructure failure.
     Other(String),
 }
@@ -75,7 +209,7 @@ pub enum DbError {
 impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Duplicate { target } => write!(f, "duplicate key on {target}"),
+            Self::Duplicate { table } => write!(f, "duplicate key in {table}"),
             Self::Other(m) => f.write_str(m),
         }
     }
@@ -83,19 +217,32 @@ impl std::fmt::Display for DbError {
 
 impl std::error::Error for DbError {}
 
-/// Classifies a SQLite / D1 error message. SQLite reports `UNIQUE constraint failed: t.c` for both
-/// UNIQUE indexes and primary keys; D1 wraps it in its own prefix and suffix.
-pub fn classify_sqlite_error(message: &str) -> DbError {
+/// Duplicate-key detection, SQLite / D1: the message `UNIQUE constraint failed: <table>.<column>`
+/// (D1 wraps it in its own prefix and suffix). Returns the table.
+pub fn sqlite_duplicate(message: &str) -> Option<String> {
     const MARK: &str = "UNIQUE constraint failed: ";
-    match message.find(MARK) {
-        Some(at) => {
-            let rest = &message[at + MARK.len()..];
-            let target: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
-                .collect();
-            DbError::Duplicate { target }
-        }
+    let rest = &message[message.find(MARK)? + MARK.len()..];
+    Some(
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect(),
+    )
+}
+
+/// Duplicate-key detection, PostgreSQL: SQLSTATE `23505` (unique_violation).
+pub fn postgres_is_duplicate(sqlstate: &str) -> bool {
+    sqlstate == "23505"
+}
+
+/// Duplicate-key detection, MySQL / MariaDB: error 1062 (`ER_DUP_ENTRY`).
+pub fn mysql_is_duplicate(errno: u16) -> bool {
+    errno == 1062
+}
+
+/// Classifies a SQLite / D1 error message.
+pub fn classify_sqlite_error(message: &str) -> DbError {
+    match sqlite_duplicate(message) {
+        Some(table) => DbError::Duplicate { table },
         None => DbError::Other(message.to_owned()),
     }
 }
@@ -137,12 +284,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pick_lays_out_mysql_parameters_per_occurrence() {
+        let s = Stmt::pick(
+            Dialect::Mysql,
+            "SELECT ?1, ?2, ?1",
+            "SELECT $1, $2, $1",
+            ("SELECT ?, ?, ?", &[1, 2, 1]),
+            vec![SqlValue::Int(7), SqlValue::Int(8)],
+        );
+        assert_eq!(
+            s.params,
+            vec![SqlValue::Int(7), SqlValue::Int(8), SqlValue::Int(7)]
+        );
+        assert!(s.placeholders_match(Dialect::Mysql).is_ok());
+    }
+
+    #[test]
+    fn insert_targets_and_queries_are_recognised() {
+        let s = Stmt::new("INSERT INTO task_active (a) VALUES (?1)", vec![]);
+        assert_eq!(s.insert_target(), Some("task_active"));
+        assert!(!s.is_query());
+        assert!(Stmt::new(" SELECT 1", vec![]).is_query());
+    }
+
+    #[test]
+    fn each_dialect_has_one_duplicate_key_rule() {
+        assert!(postgres_is_duplicate("23505") && !postgres_is_duplicate("23503"));
+        assert!(mysql_is_duplicate(1062) && !mysql_is_duplicate(1452));
+        assert_eq!(
+            sqlite_duplicate("UNIQUE constraint failed: leader_run.idem_key").as_deref(),
+            Some("leader_run")
+        );
+        assert_eq!(sqlite_duplicate("NOT NULL constraint failed: t.c"), None);
+    }
+
+    #[test]
     fn d1_unique_errors_name_their_table_and_column() {
         let msg = "D1_ERROR: UNIQUE constraint failed: task_active.session_id: SQLITE_CONSTRAINT";
         assert_eq!(
             classify_sqlite_error(msg),
             DbError::Duplicate {
-                target: "task_active.session_id".into()
+                table: "task_active".into()
             }
         );
         assert!(matches!(
@@ -160,5 +342,105 @@ mod tests {
         assert_eq!(get_i64(&row, "d"), Ok(7));
         assert!(get_i64(&row, "e").is_err());
         assert_eq!(get_opt_str(&row, "e"), Ok(None));
+    }
+}
+
+#[cfg(test)]
+mod placeholder_tests {
+    use super::*;
+
+    /// Every statement the store plans, with sample arguments, in dialect `d`.
+    fn all_statements(d: Dialect) -> Vec<Stmt> {
+        let new = run_sql::NewRun {
+            task_id: "t",
+            session_id: "s",
+            owner: Some("o"),
+            instance_id: "i",
+            objective: "obj",
+            objective_preview: "obj",
+            meta_json: "{}",
+            now: 1,
+            idempotency: Some(("k", "f", 202, "{}")),
+        };
+        let events = [event_sql::NewEvent {
+            kind: "text_delta",
+            data: "{}",
+            event_id: Some("e"),
+        }; 3];
+        let mut v = run_sql::admit(d, &new);
+        v.extend(run_sql::cancel(d, "t", 1));
+        v.extend(run_sql::set_terminal(
+            d,
+            "t",
+            "failed",
+            Some("{}"),
+            Some("e"),
+            Some("c"),
+            1,
+        ));
+        v.extend(run_sql::request_cancel(d, "t", None, 1));
+        v.extend(run_sql::mark_resuming(d, "t", 1));
+        v.extend(run_sql::delete_by_session(d, "s"));
+        v.extend(claim_sql::reap_stale(d, 1, 2, 10));
+        v.extend(claim_sql::fail_parked_with_expired_checkpoint(d, 1, 10));
+        v.extend(claim_sql::reap_parked_older_than(d, 1, 2, 10));
+        v.extend(event_sql::append(d, "t", 1, &events, 1));
+        v.push(event_sql::events_after(d, "t", 0, 10));
+        v.push(claim_sql::insert_checkpoint(
+            d, "c", "s", "t", None, "human", 1, 1,
+        ));
+        v.push(run_sql::park(d, "t", "suspended", 1));
+        v.push(run_sql::select_idempotency(d, "k"));
+        v.push(run_sql::select_session(d, "s"));
+        v.push(run_sql::select_claim_holder(d, "s"));
+        v.push(run_sql::select_claim_by_task(d, "t"));
+        for scope in [
+            run_sql::ListScope::Owner(Some("o")),
+            run_sql::ListScope::Owner(None),
+            run_sql::ListScope::All,
+        ] {
+            v.push(run_sql::list_runs(
+                d,
+                &scope,
+                Some("s"),
+                Some("running"),
+                Some((1, "t")),
+                5,
+            ));
+            v.push(run_sql::list_runs(d, &scope, None, None, None, 5));
+            v.push(run_sql::list_sessions(d, &scope, Some((1, "s")), 5));
+        }
+        v.push(leader_sql::insert(d, "l", Some("k"), None, "p", 1));
+        v.push(leader_sql::select_by_id(d, "l"));
+        v.push(leader_sql::select_by_idem(d, "k"));
+        v.push(leader_sql::finish(d, "l", "completed", None, None, 1));
+        v.push(leader_sql::reap_stale_running(d, "r", 10, 5));
+        v.push(leader_sql::backdate_started_at(d, "l", 1));
+        v
+    }
+
+    #[test]
+    fn every_statement_binds_exactly_the_parameters_its_text_uses_in_every_dialect() {
+        for d in Dialect::ALL {
+            for s in all_statements(d) {
+                s.placeholders_match(d).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn the_dialects_plan_the_same_statements_with_the_same_values() {
+        let texts: Vec<Vec<Stmt>> = Dialect::ALL.iter().map(|d| all_statements(*d)).collect();
+        assert!(texts.iter().all(|t| t.len() == texts[0].len()));
+        for i in 0..texts[0].len() {
+            // MySQL may repeat a parameter; the set of values bound is the same in every dialect.
+            for v in &texts[2][i].params {
+                assert!(
+                    texts[0][i].params.contains(v),
+                    "statement {i}: {v:?} only in MySQL"
+                );
+            }
+            assert_eq!(texts[0][i].params, texts[1][i].params, "statement {i}");
+        }
     }
 }

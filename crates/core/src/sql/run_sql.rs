@@ -1,15 +1,22 @@
-//! Statements over `session`, `task_run`, `task_active` and `idempotency_key` (SQLite / D1 dialect).
+//! Statements over `session`, `task_run`, `task_active` and `idempotency_key`, in three dialects.
 //!
-//! Multi-statement invariants are planned as one batch (D1 runs a batch as one transaction): the run
-//! row, its claim and its idempotency binding commit together or not at all.
+//! Multi-statement invariants are planned as one batch, which every executor runs as one
+//! transaction (D1: `batch()`; PostgreSQL / MySQL: BEGIN … COMMIT on one connection): the run row,
+//! its claim and its idempotency binding commit together or not at all.
 
-use super::{SqlValue, Stmt};
+use super::{Dialect, SqlValue, Stmt};
 use crate::status::CANCELLED_BY_USER;
 
-/// Columns of a run as read by [`crate::run::RunRow::from_row`].
+/// Columns of a run as read by [`crate::run::RunRow::from_row`] (PostgreSQL renders JSONB as text).
 macro_rules! run_cols {
-    () => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, created_at, updated_at"
+    (sqlite) => {
+        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+    };
+    (postgres) => {
+        "task_id, session_id, owner, instance_id, status, objective_preview, result::text AS result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+    };
+    (mysql) => {
+        "task_id, session_id, owner, instance_id, status, objective_preview, CAST(result AS CHAR) AS result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
     };
 }
 
@@ -34,22 +41,44 @@ pub const ADMIT_RUN_INSERT: usize = 1;
 
 /// Admission as one batch: upsert the session (owner fixed at creation), insert the run row, the claim
 /// and the idempotency binding, each conditional on the session being the submitter's.
-/// A held claim fails the batch on `task_active.session_id`; a taken task id on `task_run.task_id`;
-/// a key bound concurrently on `idempotency_key.scoped_key`.
-pub fn admit(r: &NewRun<'_>) -> Vec<Stmt> {
+/// A held claim fails the batch on `task_active`; a taken task id on `task_run`; a key bound
+/// concurrently on `idempotency_key`.
+pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
     let owner = SqlValue::from(r.owner);
     let mut batch = vec![
-        Stmt::new(
+        Stmt::pick(
+            d,
             "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
              ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at \
              WHERE session.owner IS excluded.owner",
+            "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES ($1, $2, $3, $3) \
+             ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at \
+             WHERE session.owner IS NOT DISTINCT FROM EXCLUDED.owner",
+            (
+                "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?, ?, ?, ?) \
+                 ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
+                &[1, 2, 3, 3],
+            ),
             vec![r.session_id.into(), owner.clone(), r.now.into()],
         ),
-        Stmt::new(
+        Stmt::pick(
+            d,
             "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-             objective_preview, meta, created_at, updated_at) \
-             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8 \
+             objective_preview, meta, heartbeat_at, created_at, updated_at) \
+             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
+            "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+             objective_preview, meta, heartbeat_at, created_at, updated_at) \
+             SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar, 'running', $5::text, $6::varchar, \
+             $7::jsonb, $8::bigint, $8::bigint, $8::bigint \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $2::varchar AND owner IS NOT DISTINCT FROM $3::varchar)",
+            (
+                "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+                 objective_preview, meta, heartbeat_at, created_at, updated_at) \
+                 SELECT ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ? FROM DUAL \
+                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
+                &[1, 2, 3, 4, 5, 6, 7, 8, 8, 8, 2, 3],
+            ),
             vec![
                 r.task_id.into(),
                 r.session_id.into(),
@@ -61,17 +90,37 @@ pub fn admit(r: &NewRun<'_>) -> Vec<Stmt> {
                 r.now.into(),
             ],
         ),
-        Stmt::new(
+        Stmt::pick(
+            d,
             "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
+            "INSERT INTO task_active (session_id, task_id, created_at) \
+             SELECT $1::varchar, $2::varchar, $3::bigint \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $1::varchar AND owner IS NOT DISTINCT FROM $4::varchar)",
+            (
+                "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?, ?, ? FROM DUAL \
+                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
+                &[1, 2, 3, 1, 4],
+            ),
             vec![r.session_id.into(), r.task_id.into(), r.now.into(), owner.clone()],
         ),
     ];
     if let Some((key, fingerprint, status, body)) = r.idempotency {
-        batch.push(Stmt::new(
+        batch.push(Stmt::pick(
+            d,
             "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
              response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner IS ?2)",
+            "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
+             response_body, created_at) SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar, \
+             $5::smallint, $6::text, $7::bigint \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $8::varchar AND owner IS NOT DISTINCT FROM $2::varchar)",
+            (
+                "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
+                 response_body, created_at) SELECT ?, ?, ?, ?, ?, ?, ? FROM DUAL \
+                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
+                &[1, 2, 3, 4, 5, 6, 7, 8, 2],
+            ),
             vec![
                 key.into(),
                 owner,
@@ -88,37 +137,112 @@ pub fn admit(r: &NewRun<'_>) -> Vec<Stmt> {
 }
 
 /// The binding of a scoped idempotency key: `fingerprint, task_id, response_status, response_body`.
-pub fn select_idempotency(scoped_key: &str) -> Stmt {
-    Stmt::new(
-        "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key \
-         WHERE scoped_key = ?1",
+pub fn select_idempotency(d: Dialect, scoped_key: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = ?1",
+        "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = $1",
+        (
+            "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = ?",
+            &[1],
+        ),
         vec![scoped_key.into()],
     )
 }
 
 /// The session's owner: `owner` (one row, or none when the session does not exist).
-pub fn select_session(session_id: &str) -> Stmt {
-    Stmt::new(
-        "SELECT owner FROM session WHERE session_id = ?1",
+pub fn select_session(d: Dialect, session_id: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = ?1",
+        "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = $1",
+        (
+            "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = ?",
+            &[1],
+        ),
         vec![session_id.into()],
     )
 }
 
 /// The claim holder of a session with its row's status and owner (NULL status: no row) and the
 /// session's owner.
-pub fn select_claim_holder(session_id: &str) -> Stmt {
-    Stmt::new(
+pub fn select_claim_holder(d: Dialect, session_id: &str) -> Stmt {
+    Stmt::pick(
+        d,
         "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
          FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
          LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = ?1",
+        "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
+         FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
+         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = $1",
+        (
+            "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
+             FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
+             LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = ?",
+            &[1],
+        ),
         vec![session_id.into()],
     )
 }
 
+/// The session a claim naming `task_id` belongs to, with the session's owner (for cancels of a run
+/// whose row is gone).
+pub fn select_claim_by_task(d: Dialect, task_id: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
+         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = ?1",
+        "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
+         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = $1",
+        (
+            "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
+             LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = ?",
+            &[1],
+        ),
+        vec![task_id.into()],
+    )
+}
+
 /// One run by id.
-pub fn select_run(task_id: &str) -> Stmt {
-    Stmt::new(
-        concat!("SELECT ", run_cols!(), " FROM task_run WHERE task_id = ?1"),
+pub fn select_run(d: Dialect, task_id: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        concat!(
+            "SELECT ",
+            run_cols!(sqlite),
+            " FROM task_run WHERE task_id = ?1"
+        ),
+        concat!(
+            "SELECT ",
+            run_cols!(postgres),
+            " FROM task_run WHERE task_id = $1"
+        ),
+        (
+            concat!(
+                "SELECT ",
+                run_cols!(mysql),
+                " FROM task_run WHERE task_id = ?"
+            ),
+            &[1],
+        ),
+        vec![task_id.into()],
+    )
+}
+
+/// Releases `task_id`'s claim if, and only if, its row is terminal or missing (positive proof that
+/// nothing can drive it); a live holder's claim is never touched, and no other task's claim is.
+pub fn release_claim_of(d: Dialect, task_id: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        "DELETE FROM task_active WHERE task_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run \
+         WHERE task_run.task_id = ?1 AND status IN ('running','suspended','needs_review'))",
+        "DELETE FROM task_active WHERE task_id = $1 AND NOT EXISTS (SELECT 1 FROM task_run \
+         WHERE task_run.task_id = $1 AND status IN ('running','suspended','needs_review'))",
+        (
+            "DELETE FROM task_active WHERE task_id = ? AND NOT EXISTS (SELECT 1 FROM task_run \
+             WHERE task_run.task_id = ? AND status IN ('running','suspended','needs_review'))",
+            &[1, 1],
+        ),
         vec![task_id.into()],
     )
 }
@@ -133,127 +257,282 @@ pub const CANCEL_READ: usize = 3;
 /// 1. a parked run, or a running run no runner holds, becomes `cancelled` now (write-once: only from a
 ///    non-terminal status);
 /// 2. a running run held by a runner gets `cancel_requested = 1` (the runner finishes it);
-/// 3. the claim is released if, and only if, this task holds it and its row is terminal or missing
-///    (cancel is the self-rescue path, so it also frees an orphan claim);
+/// 3. the claim is released if this task holds it and its row is terminal or missing (cancel is the
+///    self-rescue path, so it also frees an orphan claim);
 /// 4. the row is read back.
-pub fn cancel(task_id: &str, now: i64) -> Vec<Stmt> {
+pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
     vec![
-        Stmt::new(
+        Stmt::pick(
+            d,
             "UPDATE task_run SET status = 'cancelled', error = ?3, cancel_requested = 1, \
-             held_by = NULL, updated_at = ?2 \
-             WHERE task_id = ?1 AND (status IN ('suspended','needs_review') \
+             held_by = NULL, updated_at = ?2 WHERE task_id = ?1 AND (status IN ('suspended','needs_review') \
              OR (status = 'running' AND held_by IS NULL))",
+            "UPDATE task_run SET status = 'cancelled', error = $3, cancel_requested = 1, \
+             held_by = NULL, updated_at = $2 WHERE task_id = $1 AND (status IN ('suspended','needs_review') \
+             OR (status = 'running' AND held_by IS NULL))",
+            (
+                "UPDATE task_run SET status = 'cancelled', error = ?, cancel_requested = 1, \
+                 held_by = NULL, updated_at = ? WHERE task_id = ? AND (status IN ('suspended','needs_review') \
+                 OR (status = 'running' AND held_by IS NULL))",
+                &[3, 2, 1],
+            ),
             vec![task_id.into(), now.into(), CANCELLED_BY_USER.into()],
         ),
-        Stmt::new(
+        Stmt::pick(
+            d,
             "UPDATE task_run SET cancel_requested = 1, updated_at = ?2 \
              WHERE task_id = ?1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
+            "UPDATE task_run SET cancel_requested = 1, updated_at = $2 \
+             WHERE task_id = $1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
+            (
+                "UPDATE task_run SET cancel_requested = 1, updated_at = ? \
+                 WHERE task_id = ? AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
+                &[2, 1],
+            ),
             vec![task_id.into(), now.into()],
         ),
-        Stmt::new(
-            "DELETE FROM task_active WHERE task_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run \
-             WHERE task_run.task_id = ?1 AND status IN ('running','suspended','needs_review'))",
-            vec![task_id.into()],
-        ),
-        select_run(task_id),
+        release_claim_of(d, task_id),
+        select_run(d, task_id),
     ]
 }
 
-/// Who may see which runs in a listing.
+/// Write-once terminal write, then release of this task's claim (never another task's), one batch.
+/// The first statement changes 1 row exactly when the run was non-terminal.
+pub fn set_terminal(
+    d: Dialect,
+    task_id: &str,
+    status: &str,
+    result_json: Option<&str>,
+    error: Option<&str>,
+    error_code: Option<&str>,
+    now: i64,
+) -> Vec<Stmt> {
+    vec![
+        Stmt::pick(
+            d,
+            "UPDATE task_run SET status = ?2, result = ?3, error = ?4, error_code = ?5, held_by = NULL, \
+             updated_at = ?6 WHERE task_id = ?1 AND status IN ('running','suspended','needs_review')",
+            "UPDATE task_run SET status = $2, result = $3::jsonb, error = $4, error_code = $5, held_by = NULL, \
+             updated_at = $6 WHERE task_id = $1 AND status IN ('running','suspended','needs_review')",
+            (
+                "UPDATE task_run SET status = ?, result = ?, error = ?, error_code = ?, \
+                 held_by = NULL, updated_at = ? WHERE task_id = ? AND status IN ('running','suspended','needs_review')",
+                &[2, 3, 4, 5, 6, 1],
+            ),
+            vec![
+                task_id.into(),
+                status.into(),
+                result_json.into(),
+                error.into(),
+                error_code.into(),
+                now.into(),
+            ],
+        ),
+        release_claim_of(d, task_id),
+    ]
+}
+
+/// Sets the cancel flag of a non-terminal run the owner (NULL-safe) owns, then reads the flag back:
+/// the read returns a row exactly when the run exists and the owner matches.
+pub fn request_cancel(d: Dialect, task_id: &str, owner: Option<&str>, now: i64) -> Vec<Stmt> {
+    vec![
+        Stmt::pick(
+            d,
+            "UPDATE task_run SET cancel_requested = 1, updated_at = ?3 WHERE task_id = ?1 AND owner IS ?2 \
+             AND status IN ('running','suspended','needs_review')",
+            "UPDATE task_run SET cancel_requested = 1, updated_at = $3 WHERE task_id = $1 \
+             AND owner IS NOT DISTINCT FROM $2 AND status IN ('running','suspended','needs_review')",
+            (
+                "UPDATE task_run SET cancel_requested = 1, updated_at = ? WHERE task_id = ? AND owner <=> ? \
+                 AND status IN ('running','suspended','needs_review')",
+                &[3, 1, 2],
+            ),
+            vec![task_id.into(), owner.into(), now.into()],
+        ),
+        select_cancel_requested(d, task_id, owner),
+    ]
+}
+
+/// `cancel_requested` of the run, if it exists and the owner matches (NULL-safe).
+pub fn select_cancel_requested(d: Dialect, task_id: &str, owner: Option<&str>) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND owner IS ?2",
+        "SELECT cancel_requested FROM task_run WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2",
+        (
+            "SELECT cancel_requested FROM task_run WHERE task_id = ? AND owner <=> ?",
+            &[1, 2],
+        ),
+        vec![task_id.into(), owner.into()],
+    )
+}
+
+/// Compare-and-set parked → running for a resume leg, bumping the lease epoch (fencing out any
+/// writer of the previous leg), then reads the epoch back.
+pub fn mark_resuming(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
+    vec![
+        Stmt::pick(
+            d,
+            "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
+             heartbeat_at = ?2, updated_at = ?2 WHERE task_id = ?1 AND status IN ('suspended','needs_review')",
+            "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
+             heartbeat_at = $2, updated_at = $2 WHERE task_id = $1 AND status IN ('suspended','needs_review')",
+            (
+                "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
+                 heartbeat_at = ?, updated_at = ? WHERE task_id = ? AND status IN ('suspended','needs_review')",
+                &[2, 2, 1],
+            ),
+            vec![task_id.into(), now.into()],
+        ),
+        Stmt::pick(
+            d,
+            "SELECT lease_epoch FROM task_run WHERE task_id = ?1",
+            "SELECT lease_epoch FROM task_run WHERE task_id = $1",
+            ("SELECT lease_epoch FROM task_run WHERE task_id = ?", &[1]),
+            vec![task_id.into()],
+        ),
+    ]
+}
+
+/// Parks a running run on a gate (test and runner support): running → `status` (a parked word).
+pub fn park(d: Dialect, task_id: &str, status: &str, now: i64) -> Stmt {
+    Stmt::pick(
+        d,
+        "UPDATE task_run SET status = ?2, held_by = NULL, updated_at = ?3 WHERE task_id = ?1 AND status = 'running'",
+        "UPDATE task_run SET status = $2, held_by = NULL, updated_at = $3 WHERE task_id = $1 AND status = 'running'",
+        (
+            "UPDATE task_run SET status = ?, held_by = NULL, updated_at = ? WHERE task_id = ? AND status = 'running'",
+            &[2, 3, 1],
+        ),
+        vec![task_id.into(), status.into(), now.into()],
+    )
+}
+
+/// Removes a session entirely: its runs' events and steer messages, its checkpoints, its claim, its
+/// runs and the session row, in one batch (no orphan claim can remain).
+pub fn delete_by_session(d: Dialect, session_id: &str) -> Vec<Stmt> {
+    let p = |sqlite: &'static str, postgres: &'static str, mysql: &'static str| {
+        Stmt::pick(d, sqlite, postgres, (mysql, &[1]), vec![session_id.into()])
+    };
+    vec![
+        p(
+            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)",
+            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = $1)",
+            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?)",
+        ),
+        p(
+            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)",
+            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = $1)",
+            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?)",
+        ),
+        p(
+            "DELETE FROM checkpoint WHERE session_id = ?1",
+            "DELETE FROM checkpoint WHERE session_id = $1",
+            "DELETE FROM checkpoint WHERE session_id = ?",
+        ),
+        p(
+            "DELETE FROM task_active WHERE session_id = ?1",
+            "DELETE FROM task_active WHERE session_id = $1",
+            "DELETE FROM task_active WHERE session_id = ?",
+        ),
+        p(
+            "DELETE FROM task_run WHERE session_id = ?1",
+            "DELETE FROM task_run WHERE session_id = $1",
+            "DELETE FROM task_run WHERE session_id = ?",
+        ),
+        p(
+            "DELETE FROM session WHERE session_id = ?1",
+            "DELETE FROM session WHERE session_id = $1",
+            "DELETE FROM session WHERE session_id = ?",
+        ),
+    ]
+}
+
+/// Index of the `task_run` delete in [`delete_by_session`]'s batch.
+pub const DELETE_RUNS: usize = 4;
+
+/// Who may see which runs or sessions in a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListScope<'a> {
-    /// Runs owned by this principal (NULL-safe: `None` is the anonymous principal).
+    /// Rows owned by this principal (`None` is the anonymous principal, stored as NULL).
     Owner(Option<&'a str>),
-    /// Every run (operators).
+    /// Every row (operators).
     All,
 }
 
+impl ListScope<'_> {
+    /// The owner predicate as an equality or `IS NULL`, so every dialect can use an index on it.
+    fn push(&self, b: &mut super::Builder) {
+        match self {
+            ListScope::Owner(Some(owner)) => {
+                b.push("owner = ").bind(*owner);
+            }
+            ListScope::Owner(None) => {
+                b.push("owner IS NULL");
+            }
+            ListScope::All => {
+                b.push("1 = 1");
+            }
+        }
+    }
+}
+
 /// A page of runs, newest first by `(created_at, task_id)`, strictly after `cursor` in that order.
-/// Fetch `limit + 1` to learn whether another page follows.
-/// Each variant is served by an index whose prefix is the filter and whose tail is the sort key.
+/// Fetch `limit + 1` to learn whether another page follows. Served by the index whose prefix is the
+/// filter (`session_id` or `owner`, else none) and whose tail is the sort key.
 pub fn list_runs(
+    d: Dialect,
     scope: &ListScope<'_>,
     session_id: Option<&str>,
     status: Option<&str>,
     cursor: Option<(i64, &str)>,
     limit: i64,
 ) -> Stmt {
-    // Without a cursor, start above every real key so one statement text serves both cases and the
-    // row-value comparison always seeks in the index.
-    let (at, id) = cursor.unwrap_or((super::JS_SAFE_INT, ""));
-    let (c_at, c_id) = (SqlValue::Int(at), SqlValue::from(id));
-    let status = SqlValue::from(status);
-    match (scope, session_id) {
-        (ListScope::Owner(owner), Some(session)) => Stmt::new(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM task_run \
-                 WHERE session_id = ?1 AND owner IS ?2 AND (?3 IS NULL OR status = ?3) \
-                 AND (created_at, task_id) < (?4, ?5) \
-                 ORDER BY created_at DESC, task_id DESC LIMIT ?6"
-            ),
-            vec![
-                session.into(),
-                (*owner).into(),
-                status,
-                c_at,
-                c_id,
-                limit.into(),
-            ],
-        ),
-        (ListScope::Owner(owner), None) => Stmt::new(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM task_run \
-                 WHERE owner IS ?1 AND (?2 IS NULL OR status = ?2) \
-                 AND (created_at, task_id) < (?3, ?4) \
-                 ORDER BY created_at DESC, task_id DESC LIMIT ?5"
-            ),
-            vec![(*owner).into(), status, c_at, c_id, limit.into()],
-        ),
-        (ListScope::All, Some(session)) => Stmt::new(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM task_run \
-                 WHERE session_id = ?1 AND (?2 IS NULL OR status = ?2) \
-                 AND (created_at, task_id) < (?3, ?4) \
-                 ORDER BY created_at DESC, task_id DESC LIMIT ?5"
-            ),
-            vec![session.into(), status, c_at, c_id, limit.into()],
-        ),
-        (ListScope::All, None) => Stmt::new(
-            concat!(
-                "SELECT ",
-                run_cols!(),
-                " FROM task_run \
-                 WHERE (?1 IS NULL OR status = ?1) \
-                 AND (created_at, task_id) < (?2, ?3) \
-                 ORDER BY created_at DESC, task_id DESC LIMIT ?4"
-            ),
-            vec![status, c_at, c_id, limit.into()],
-        ),
+    let cols = match d {
+        Dialect::Sqlite => run_cols!(sqlite),
+        Dialect::Postgres => run_cols!(postgres),
+        Dialect::Mysql => run_cols!(mysql),
+    };
+    let mut b = super::Builder::new(d, &format!("SELECT {cols} FROM task_run WHERE "));
+    scope.push(&mut b);
+    if let Some(session) = session_id {
+        b.push(" AND session_id = ").bind(session);
     }
+    if let Some(status) = status {
+        b.push(" AND status = ").bind(status);
+    }
+    if let Some((at, id)) = cursor {
+        b.push(" AND (created_at, task_id) < (")
+            .bind(at)
+            .push(", ")
+            .bind(id)
+            .push(")");
+    }
+    b.push(" ORDER BY created_at DESC, task_id DESC LIMIT ")
+        .bind(limit);
+    b.build()
 }
 
-/// The session a claim naming `task_id` belongs to, with the session's owner (for cancels of a run
-/// whose row is gone).
-pub fn select_claim_by_task(task_id: &str) -> Stmt {
-    Stmt::new(
-        "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
-         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = ?1",
-        vec![task_id.into()],
-    )
-}
-
-/// Releases `task_id`'s claim on `session_id` if its row is terminal or missing (positive proof that
-/// nothing can drive it); a live holder's claim is never touched.
-pub fn release_dead_claim(session_id: &str, task_id: &str) -> Stmt {
-    Stmt::new(
-        "DELETE FROM task_active WHERE session_id = ?1 AND task_id = ?2 AND NOT EXISTS \
-         (SELECT 1 FROM task_run WHERE task_run.task_id = ?2 AND status IN ('running','suspended','needs_review'))",
-        vec![session_id.into(), task_id.into()],
-    )
+/// A page of sessions, most recently active first by `(updated_at, session_id)`.
+pub fn list_sessions(
+    d: Dialect,
+    scope: &ListScope<'_>,
+    cursor: Option<(i64, &str)>,
+    limit: i64,
+) -> Stmt {
+    let mut b = super::Builder::new(
+        d,
+        "SELECT session_id, owner, created_at, updated_at FROM session WHERE ",
+    );
+    scope.push(&mut b);
+    if let Some((at, id)) = cursor {
+        b.push(" AND (updated_at, session_id) < (")
+            .bind(at)
+            .push(", ")
+            .bind(id)
+            .push(")");
+    }
+    b.push(" ORDER BY updated_at DESC, session_id DESC LIMIT ")
+        .bind(limit);
+    b.build()
 }

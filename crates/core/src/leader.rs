@@ -1,0 +1,109 @@
+//! Leader runs: records, statuses, idempotency and the stale-sweep sentence (SPEC-core §5).
+
+use crate::sql::{get_i64, get_opt_str, get_str, Row};
+use serde::Serialize;
+
+/// The closed status words of a leader run.
+pub const STATUSES: [&str; 4] = ["running", "completed", "failed", "needs_human"];
+
+/// Written into `error` by the stale reaper (exact text; one space after "died).").
+pub const STALE_SWEEP_REASON: &str = "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again.";
+
+/// Width of the objective preview, in UTF-16 code units.
+pub const OBJECTIVE_PREVIEW_CHARS: usize = 160;
+
+/// A leader run as read back. Optional fields are absent on the wire when unset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaderRunRecord {
+    pub id: String,
+    pub status: String,
+    pub owner: Option<String>,
+    #[serde(rename = "objectivePreview")]
+    pub objective_preview: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(rename = "startedAtMs")]
+    pub started_at_ms: i64,
+    #[serde(rename = "finishedAtMs", skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<i64>,
+}
+
+/// A row this build cannot interpret: refuses loudly rather than mapping the word to something else.
+pub fn unknown_status_message(id: &str, status: &str) -> String {
+    let quoted = serde_json::to_string(status).unwrap_or_default();
+    format!("leader_run {id}: unknown status {quoted} (closed word table: running|completed|failed|needs_human) \u{2014} a newer replica wrote a word this build cannot interpret")
+}
+
+impl LeaderRunRecord {
+    /// Decodes a row; an unknown status word is an error with [`unknown_status_message`].
+    pub fn from_row(row: &Row) -> Result<Self, String> {
+        let id = get_str(row, "leader_run_id")?;
+        let status = get_str(row, "status")?;
+        if !STATUSES.contains(&status.as_str()) {
+            return Err(unknown_status_message(&id, &status));
+        }
+        Ok(Self {
+            status,
+            owner: get_opt_str(row, "owner")?,
+            objective_preview: get_opt_str(row, "objective_preview")?.unwrap_or_default(),
+            result: get_opt_str(row, "result")?.and_then(|r| serde_json::from_str(&r).ok()),
+            error: get_opt_str(row, "error")?,
+            started_at_ms: get_i64(row, "started_at_ms")?,
+            finished_at_ms: match row.get("finished_at_ms") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(_) => Some(get_i64(row, "finished_at_ms")?),
+            },
+            id,
+        })
+    }
+}
+
+/// The terminal words a leader run may be finished with.
+pub fn is_finish_status(status: &str) -> bool {
+    matches!(status, "completed" | "failed" | "needs_human")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stale_sentence_is_exact() {
+        assert_eq!(
+            STALE_SWEEP_REASON,
+            "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again."
+        );
+        assert!(STALE_SWEEP_REASON.contains("died). The run"));
+    }
+
+    #[test]
+    fn unknown_status_words_are_refused_with_the_closed_word_table_message() {
+        let row: Row = serde_json::from_str(
+            r#"{"leader_run_id":"L","owner":null,"objective_preview":null,"status":"paused","result":null,"error":null,"started_at_ms":1,"finished_at_ms":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            LeaderRunRecord::from_row(&row).unwrap_err(),
+            "leader_run L: unknown status \"paused\" (closed word table: running|completed|failed|needs_human) \u{2014} a newer replica wrote a word this build cannot interpret"
+        );
+    }
+
+    #[test]
+    fn absent_optional_fields_are_omitted_and_a_null_preview_is_empty() {
+        let row: Row = serde_json::from_str(
+            r#"{"leader_run_id":"L","owner":null,"objective_preview":null,"status":"running","result":"not json","error":null,"started_at_ms":5,"finished_at_ms":null}"#,
+        )
+        .unwrap();
+        let r = LeaderRunRecord::from_row(&row).unwrap();
+        assert_eq!(r.objective_preview, "");
+        assert!(r.result.is_none());
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json.get("result").is_none()
+                && json.get("finishedAtMs").is_none()
+                && json.get("error").is_none()
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! The leader-run store's statements (SPEC-core §5.5), in three dialects.
+
+use super::{Dialect, Stmt};
+
+macro_rules! leader_cols {
+    (sqlite) => {
+        "leader_run_id, owner, objective_preview, status, result, error, started_at_ms, finished_at_ms"
+    };
+    (postgres) => {
+        "leader_run_id, owner, objective_preview, status, result::text AS result, error, started_at_ms, finished_at_ms"
+    };
+    (mysql) => {
+        "leader_run_id, owner, objective_preview, status, CAST(result AS CHAR) AS result, error, started_at_ms, finished_at_ms"
+    };
+}
+
+/// Admission: a duplicate `idem_key` fails this insert (the UNIQUE key is the only cross-process
+/// judge; there is no check-then-insert).
+pub fn insert(
+    d: Dialect,
+    id: &str,
+    idem_key: Option<&str>,
+    owner: Option<&str>,
+    preview: &str,
+    now: i64,
+) -> Stmt {
+    Stmt::pick(
+        d,
+        "INSERT INTO leader_run (leader_run_id, idem_key, owner, objective_preview, status, started_at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO leader_run (leader_run_id, idem_key, owner, objective_preview, status, started_at_ms) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        (
+            "INSERT INTO leader_run (leader_run_id, idem_key, owner, objective_preview, status, started_at_ms) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+            &[1, 2, 3, 4, 5, 6],
+        ),
+        vec![
+            id.into(),
+            idem_key.into(),
+            owner.into(),
+            preview.into(),
+            "running".into(),
+            now.into(),
+        ],
+    )
+}
+
+pub fn select_by_id(d: Dialect, id: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        concat!(
+            "SELECT ",
+            leader_cols!(sqlite),
+            " FROM leader_run WHERE leader_run_id = ?1"
+        ),
+        concat!(
+            "SELECT ",
+            leader_cols!(postgres),
+            " FROM leader_run WHERE leader_run_id = $1"
+        ),
+        (
+            concat!(
+                "SELECT ",
+                leader_cols!(mysql),
+                " FROM leader_run WHERE leader_run_id = ?"
+            ),
+            &[1],
+        ),
+        vec![id.into()],
+    )
+}
+
+pub fn select_by_idem(d: Dialect, idem_key: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        concat!(
+            "SELECT ",
+            leader_cols!(sqlite),
+            " FROM leader_run WHERE idem_key = ?1"
+        ),
+        concat!(
+            "SELECT ",
+            leader_cols!(postgres),
+            " FROM leader_run WHERE idem_key = $1"
+        ),
+        (
+            concat!(
+                "SELECT ",
+                leader_cols!(mysql),
+                " FROM leader_run WHERE idem_key = ?"
+            ),
+            &[1],
+        ),
+        vec![idem_key.into()],
+    )
+}
+
+/// Terminal write, only from `running` (write-once); 1 row changed = this call settled the run.
+pub fn finish(
+    d: Dialect,
+    id: &str,
+    status: &str,
+    result_json: Option<&str>,
+    error: Option<&str>,
+    now: i64,
+) -> Stmt {
+    Stmt::pick(
+        d,
+        "UPDATE leader_run SET status = ?1, result = ?2, error = ?3, finished_at_ms = ?4 \
+         WHERE leader_run_id = ?5 AND status = 'running'",
+        "UPDATE leader_run SET status = $1, result = $2::jsonb, error = $3, finished_at_ms = $4 \
+         WHERE leader_run_id = $5 AND status = 'running'",
+        (
+            "UPDATE leader_run SET status = ?, result = ?, error = ?, finished_at_ms = ? \
+             WHERE leader_run_id = ? AND status = 'running'",
+            &[1, 2, 3, 4, 5],
+        ),
+        vec![
+            status.into(),
+            result_json.into(),
+            error.into(),
+            now.into(),
+            id.into(),
+        ],
+    )
+}
+
+/// Fails `running` leader runs started strictly before `now - stale_ms` with `reason`.
+pub fn reap_stale_running(d: Dialect, reason: &str, now: i64, stale_ms: i64) -> Stmt {
+    Stmt::pick(
+        d,
+        "UPDATE leader_run SET status = 'failed', error = ?1, finished_at_ms = ?2 \
+         WHERE status = 'running' AND started_at_ms < ?3",
+        "UPDATE leader_run SET status = 'failed', error = $1, finished_at_ms = $2 \
+         WHERE status = 'running' AND started_at_ms < $3",
+        (
+            "UPDATE leader_run SET status = 'failed', error = ?, finished_at_ms = ? \
+             WHERE status = 'running' AND started_at_ms < ?",
+            &[1, 2, 3],
+        ),
+        vec![reason.into(), now.into(), (now - stale_ms).into()],
+    )
+}
+
+/// Test aid: moves a run's start time (never called in production).
+pub fn backdate_started_at(d: Dialect, id: &str, started_at_ms: i64) -> Stmt {
+    Stmt::pick(
+        d,
+        "UPDATE leader_run SET started_at_ms = ?1 WHERE leader_run_id = ?2",
+        "UPDATE leader_run SET started_at_ms = $1 WHERE leader_run_id = $2",
+        (
+            "UPDATE leader_run SET started_at_ms = ? WHERE leader_run_id = ?",
+            &[1, 2],
+        ),
+        vec![started_at_ms.into(), id.into()],
+    )
+}
+
+/// Test aid: writes a raw status word (to check that unknown words are refused on read).
+pub fn force_status(d: Dialect, id: &str, status: &str) -> Stmt {
+    Stmt::pick(
+        d,
+        "UPDATE leader_run SET status = ?1 WHERE leader_run_id = ?2",
+        "UPDATE leader_run SET status = $1 WHERE leader_run_id = $2",
+        (
+            "UPDATE leader_run SET status = ? WHERE leader_run_id = ?",
+            &[1, 2],
+        ),
+        vec![status.into(), id.into()],
+    )
+}
