@@ -1,0 +1,976 @@
+//! The store contract, one body per behaviour, each run on SQLite, PostgreSQL and MariaDB.
+
+use crate::every_dialect;
+use crate::harness::{unique, Fixture};
+use sema_core::{
+    leader,
+    sql::{event_sql::NewEvent, run_sql::ListScope, run_sql::NewRun},
+    store::{Appended, CreateRun, LeaderRunStore, RunStore},
+};
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64) -> NewRun<'a> {
+    NewRun {
+        task_id: task,
+        session_id: session,
+        owner,
+        instance_id: "default",
+        objective: "do the thing",
+        objective_preview: "do the thing",
+        meta_json: r#"{"k":1}"#,
+        now,
+        idempotency: None,
+    }
+}
+
+/// Admits a run and asserts it was created.
+async fn admit<S: RunStore>(store: &S, task: &str, session: &str, owner: Option<&str>, now: i64) {
+    let out = store
+        .create_run(&new_run(task, session, owner, now))
+        .await
+        .unwrap();
+    assert_eq!(out, CreateRun::Created, "admitting {task} into {session}");
+}
+
+async fn status_of<S: RunStore>(store: &S, task: &str) -> String {
+    store
+        .get_run(task)
+        .await
+        .unwrap()
+        .expect("run exists")
+        .status
+}
+
+async fn holder_of<S: RunStore>(store: &S, session: &str) -> Option<String> {
+    store
+        .claim_holder(session)
+        .await
+        .unwrap()
+        .map(|h| h.task_id)
+}
+
+every_dialect!(
+    create_run_writes_the_row_and_the_claim_together,
+    a_held_session_refuses_a_second_run_and_names_the_holder,
+    another_principals_session_refuses_and_writes_nothing,
+    a_taken_task_id_is_reported_with_its_run,
+    a_key_bound_by_another_admission_is_observed_not_duplicated,
+    terminal_status_is_write_once_including_blocked_and_timeout,
+    a_late_terminal_write_never_releases_a_newer_runs_claim,
+    set_terminal_on_an_orphan_claim_releases_it,
+    cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones,
+    cancel_requests_match_owners_null_safely,
+    mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch,
+    appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch,
+    run_listings_page_newest_first_with_ties_broken_by_task_id,
+    session_listings_page_by_recent_activity,
+    delete_by_session_removes_rows_events_checkpoints_and_claim,
+    the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones,
+    reap_stale_fails_silent_running_runs_and_keeps_parked_claims,
+    reapers_are_bounded_per_tick_and_idempotent,
+    parked_runs_with_an_expired_checkpoint_fail_with_approval_expired,
+    parked_runs_older_than_the_cutoff_fail_with_approval_timeout,
+    concurrent_admissions_through_two_connections_admit_exactly_one,
+    leader_admission_is_once_per_key_and_observes_afterwards,
+    leader_runs_without_a_key_never_deduplicate,
+    concurrent_leader_admission_through_two_connections_creates_exactly_one,
+    a_leader_duplicate_whose_winner_is_missing_rethrows,
+    leader_finish_is_write_once,
+    stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_key,
+    an_unknown_leader_status_is_a_loud_error,
+    leader_previews_are_truncated_and_null_reads_as_empty,
+    applying_the_schema_twice_is_harmless,
+);
+
+async fn create_run_writes_the_row_and_the_claim_together<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.session_id.as_str()),
+        ("running", "s1")
+    );
+    assert_eq!(run.owner.as_deref(), Some("alice"));
+    assert_eq!(
+        (run.created_at, run.updated_at, run.heartbeat_at),
+        (NOW, NOW, Some(NOW))
+    );
+    assert_eq!(
+        (run.lease_epoch, run.last_seq, run.cancel_requested),
+        (0, 0, false)
+    );
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+    let session = s.get_session("s1").await.unwrap().unwrap();
+    assert_eq!(session.owner.as_deref(), Some("alice"));
+}
+
+async fn a_held_session_refuses_a_second_run_and_names_the_holder<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    match s
+        .create_run(&new_run("t2", "s1", None, NOW + 1))
+        .await
+        .unwrap()
+    {
+        CreateRun::Held(Some(h)) => {
+            assert_eq!(h.task_id, "t1");
+            assert_eq!(h.status.as_deref(), Some("running"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing of the refused run was written.
+    assert!(s.get_run("t2").await.unwrap().is_none());
+}
+
+async fn another_principals_session_refuses_and_writes_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    s.set_terminal("t1", "completed", None, None, None, NOW + 1)
+        .await
+        .unwrap();
+    let out = s
+        .create_run(&new_run("t2", "s1", Some("bob"), NOW + 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        CreateRun::ForeignSession {
+            owner: Some("alice".into())
+        }
+    );
+    assert!(s.get_run("t2").await.unwrap().is_none());
+    assert_eq!(holder_of(&s, "s1").await, None);
+    // Anonymous is a principal too: it does not match a named owner, nor a named one anonymous.
+    admit(&s, "t3", "s-anon", None, NOW).await;
+    s.set_terminal("t3", "completed", None, None, None, NOW + 1)
+        .await
+        .unwrap();
+    let out = s
+        .create_run(&new_run("t4", "s-anon", Some("alice"), NOW + 2))
+        .await
+        .unwrap();
+    assert_eq!(out, CreateRun::ForeignSession { owner: None });
+}
+
+async fn a_taken_task_id_is_reported_with_its_run<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    match s
+        .create_run(&new_run("t1", "s2", None, NOW + 1))
+        .await
+        .unwrap()
+    {
+        CreateRun::TaskIdTaken(Some(run)) => assert_eq!(run.session_id, "s1"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        holder_of(&s, "s2").await,
+        None,
+        "the failed batch left no claim"
+    );
+}
+
+async fn a_key_bound_by_another_admission_is_observed_not_duplicated<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let mut first = new_run("t1", "s1", None, NOW);
+    first.idempotency = Some(("k1", "fp", 202, r#"{"taskId":"t1"}"#));
+    assert_eq!(s.create_run(&first).await.unwrap(), CreateRun::Created);
+    let mut second = new_run("t2", "s2", None, NOW);
+    second.idempotency = Some(("k1", "fp", 202, r#"{"taskId":"t2"}"#));
+    match s.create_run(&second).await.unwrap() {
+        CreateRun::KeyBound(b) => {
+            assert_eq!(
+                (b.response_status, b.response_body.as_str()),
+                (202, r#"{"taskId":"t1"}"#)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(s.get_run("t2").await.unwrap().is_none());
+    assert_eq!(holder_of(&s, "s2").await, None);
+}
+
+async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, first) in ["blocked", "timeout", "completed", "failed", "cancelled"]
+        .iter()
+        .enumerate()
+    {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        assert!(s
+            .set_terminal(
+                &task,
+                first,
+                Some(r#"{"n":1}"#),
+                Some("e1"),
+                Some("c1"),
+                NOW + 1
+            )
+            .await
+            .unwrap());
+        for second in ["completed", "failed", "running"] {
+            assert!(!s
+                .set_terminal(&task, second, None, Some("e2"), None, NOW + 2)
+                .await
+                .unwrap());
+        }
+        let run = s.get_run(&task).await.unwrap().unwrap();
+        assert_eq!(run.status, *first);
+        assert_eq!(
+            (run.error.as_deref(), run.error_code.as_deref()),
+            (Some("e1"), Some("c1"))
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+            serde_json::json!({"n": 1})
+        );
+        assert_eq!(run.updated_at, NOW + 1);
+        assert_eq!(holder_of(&s, &session).await, None);
+    }
+}
+
+async fn a_late_terminal_write_never_releases_a_newer_runs_claim<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "old", "s1", None, NOW).await;
+    s.set_terminal("old", "failed", None, None, None, NOW + 1)
+        .await
+        .unwrap();
+    admit(&s, "new", "s1", None, NOW + 2).await;
+    assert!(!s
+        .set_terminal("old", "completed", None, None, None, NOW + 3)
+        .await
+        .unwrap());
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("new"));
+}
+
+async fn set_terminal_on_an_orphan_claim_releases_it<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s1', 'ghost', 1)");
+    assert!(matches!(
+        s.create_run(&new_run("t1", "s1", None, NOW)).await.unwrap(),
+        CreateRun::Held(_)
+    ));
+    assert!(!s
+        .set_terminal("ghost", "cancelled", None, None, None, NOW)
+        .await
+        .unwrap());
+    assert_eq!(holder_of(&s, "s1").await, None);
+    admit(&s, "t1", "s1", None, NOW).await;
+}
+
+async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "unheld", "s1", None, NOW).await;
+    let c = s.cancel("unheld", NOW + 1).await.unwrap();
+    let run = c.run.unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.error.as_deref()),
+        ("cancelled", Some("cancelled by user"))
+    );
+    assert!(c.claim_released && run.cancel_requested);
+
+    admit(&s, "parked", "s2", None, NOW).await;
+    assert!(s.park("parked", "needs_review", NOW + 1).await.unwrap());
+    let c = s.cancel("parked", NOW + 2).await.unwrap();
+    assert_eq!(c.run.unwrap().status, "cancelled");
+    assert!(c.claim_released);
+
+    admit(&s, "held", "s3", None, NOW).await;
+    fx.raw("UPDATE task_run SET held_by = 'runner-1' WHERE task_id = 'held'");
+    let c = s.cancel("held", NOW + 1).await.unwrap();
+    let run = c.run.unwrap();
+    assert_eq!(run.status, "running");
+    assert!(run.cancel_requested && !c.claim_released);
+    assert_eq!(holder_of(&s, "s3").await.as_deref(), Some("held"));
+
+    // Terminal is write-once: cancelling a finished run changes nothing.
+    admit(&s, "done", "s4", None, NOW).await;
+    s.set_terminal("done", "completed", None, None, None, NOW + 1)
+        .await
+        .unwrap();
+    let c = s.cancel("done", NOW + 2).await.unwrap();
+    assert_eq!(c.run.unwrap().status, "completed");
+
+    // A claim without a row is released by cancel (the self-rescue path).
+    fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s5', 'gone', 1)");
+    let c = s.cancel("gone", NOW).await.unwrap();
+    assert!(c.run.is_none() && c.claim_released);
+}
+
+async fn cancel_requests_match_owners_null_safely<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "named", "s1", Some("alice"), NOW).await;
+    admit(&s, "anon", "s2", None, NOW).await;
+    assert!(!s.request_cancel("named", Some("bob"), NOW).await.unwrap());
+    assert!(!s.request_cancel("named", None, NOW).await.unwrap());
+    assert!(!s.request_cancel("missing", None, NOW).await.unwrap());
+    assert!(!s.is_cancel_requested("named", Some("alice")).await.unwrap());
+    assert!(s.request_cancel("named", Some("alice"), NOW).await.unwrap());
+    assert!(s.is_cancel_requested("named", Some("alice")).await.unwrap());
+    assert!(!s.is_cancel_requested("named", Some("bob")).await.unwrap());
+    // A legacy run with a NULL owner matches only a NULL owner.
+    assert!(!s.request_cancel("anon", Some("alice"), NOW).await.unwrap());
+    assert!(s.request_cancel("anon", None, NOW).await.unwrap());
+    assert!(s.is_cancel_requested("anon", None).await.unwrap());
+    // Asking twice stays true.
+    assert!(s.request_cancel("anon", None, NOW).await.unwrap());
+}
+
+async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert_eq!(
+        s.mark_resuming("t1", NOW).await.unwrap(),
+        None,
+        "a running run is not resumable"
+    );
+    assert!(s.park("t1", "suspended", NOW + 1).await.unwrap());
+    assert_eq!(s.mark_resuming("t1", NOW + 2).await.unwrap(), Some(1));
+    assert_eq!(
+        s.mark_resuming("t1", NOW + 3).await.unwrap(),
+        None,
+        "only one resumer wins"
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.status.as_str(), run.lease_epoch), ("running", 1));
+    // The parked run kept its claim throughout.
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+}
+
+async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let ev = |kind: &'static str, data: &'static str| NewEvent {
+        kind,
+        data,
+        event_id: None,
+    };
+    let a = s
+        .append_events(
+            "t1",
+            0,
+            &[
+                ev("text_delta", r#"{"delta":"a"}"#),
+                ev("text_delta", r#"{"delta":"b"}"#),
+            ],
+            NOW,
+        )
+        .await
+        .unwrap();
+    assert_eq!(a, Appended::Seqs(vec![1, 2]));
+    let b = s
+        .append_events("t1", 0, &[ev("tool_start", r#"{"n":3}"#)], NOW)
+        .await
+        .unwrap();
+    assert_eq!(b, Appended::Seqs(vec![3]));
+    // A stale epoch writes nothing.
+    assert_eq!(
+        s.append_events("t1", 7, &[ev("x", "{}")], NOW)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    let all = s.events_after("t1", 0, 100).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(all[1].kind, "text_delta");
+    let data: serde_json::Value = serde_json::from_str(&all[1].data).unwrap();
+    assert_eq!(data, serde_json::json!({"delta": "b"}));
+    let tail = s.events_after("t1", 1, 1).await.unwrap();
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+    // A resumed run has a new epoch: the old leg is fenced out.
+    s.park("t1", "suspended", NOW).await.unwrap();
+    assert_eq!(
+        s.append_events("t1", 0, &[ev("x", "{}")], NOW)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    let epoch = s.mark_resuming("t1", NOW).await.unwrap().unwrap();
+    assert_eq!(
+        s.append_events("t1", 0, &[ev("x", "{}")], NOW)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    assert_eq!(
+        s.append_events("t1", epoch, &[ev("x", "{}")], NOW)
+            .await
+            .unwrap(),
+        Appended::Seqs(vec![4])
+    );
+    // A terminal run takes no more events.
+    s.set_terminal("t1", "completed", None, None, None, NOW)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.append_events("t1", epoch, &[ev("x", "{}")], NOW)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    assert_eq!(s.events_after("t1", 0, 100).await.unwrap().len(), 4);
+}
+
+async fn run_listings_page_newest_first_with_ties_broken_by_task_id<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    // Five runs in one session, two of them admitted in the same millisecond.
+    let times = [NOW, NOW + 1, NOW + 1, NOW + 2, NOW + 3];
+    for (i, at) in times.iter().enumerate() {
+        let task = format!("t{i}");
+        admit(&s, &task, "s1", Some("alice"), *at).await;
+        s.set_terminal(&task, "completed", None, None, None, *at)
+            .await
+            .unwrap();
+    }
+    admit(&s, "other", "s2", Some("bob"), NOW + 5).await;
+    let scope = ListScope::Owner(Some("alice"));
+    let mut seen = vec![];
+    let mut cursor: Option<(i64, String)> = None;
+    loop {
+        let page = s
+            .list_runs(
+                &scope,
+                Some("s1"),
+                None,
+                cursor.as_ref().map(|(a, t)| (*a, t.as_str())),
+                2,
+            )
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        cursor = page.last().map(|r| (r.created_at, r.task_id.clone()));
+        seen.extend(page.into_iter().map(|r| r.task_id));
+    }
+    assert_eq!(seen, ["t4", "t3", "t2", "t1", "t0"]);
+    let all_alice = s.list_runs(&scope, None, None, None, 50).await.unwrap();
+    assert_eq!(all_alice.len(), 5);
+    let bob = s
+        .list_runs(
+            &ListScope::Owner(Some("bob")),
+            None,
+            Some("running"),
+            None,
+            50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        bob.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(),
+        ["other"]
+    );
+    let anon = s
+        .list_runs(&ListScope::Owner(None), None, None, None, 50)
+        .await
+        .unwrap();
+    assert!(anon.is_empty());
+    let everyone = s
+        .list_runs(&ListScope::All, None, None, None, 50)
+        .await
+        .unwrap();
+    assert_eq!(everyone.first().map(|r| r.task_id.as_str()), Some("other"));
+    assert_eq!(everyone.len(), 6);
+}
+
+async fn session_listings_page_by_recent_activity<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, at) in [NOW, NOW + 2, NOW + 1].iter().enumerate() {
+        admit(&s, &format!("t{i}"), &format!("s{i}"), None, *at).await;
+    }
+    admit(&s, "x", "sx", Some("carol"), NOW + 9).await;
+    let first = s
+        .list_sessions(&ListScope::Owner(None), None, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        first
+            .iter()
+            .map(|r| r.session_id.as_str())
+            .collect::<Vec<_>>(),
+        ["s1", "s2"]
+    );
+    let last = first.last().unwrap();
+    let rest = s
+        .list_sessions(
+            &ListScope::Owner(None),
+            Some((last.updated_at, &last.session_id)),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter()
+            .map(|r| r.session_id.as_str())
+            .collect::<Vec<_>>(),
+        ["s0"]
+    );
+    assert_eq!(
+        s.list_sessions(&ListScope::All, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    s.append_events(
+        "t1",
+        0,
+        &[NewEvent {
+            kind: "x",
+            data: "{}",
+            event_id: Some("e1"),
+        }],
+        NOW,
+    )
+    .await
+    .unwrap();
+    s.set_terminal("t1", "completed", None, None, None, NOW)
+        .await
+        .unwrap();
+    admit(&s, "t2", "s1", None, NOW + 1).await;
+    s.park("t2", "suspended", NOW + 2).await.unwrap();
+    s.add_checkpoint(
+        &"c".repeat(64),
+        "s1",
+        "t2",
+        None,
+        "tool_approval",
+        NOW + 1000,
+        NOW,
+    )
+    .await
+    .unwrap();
+    admit(&s, "keep", "s2", None, NOW).await;
+    assert_eq!(s.delete_by_session("s1").await.unwrap(), 2);
+    assert!(s.get_run("t1").await.unwrap().is_none() && s.get_run("t2").await.unwrap().is_none());
+    assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert!(s.get_session("s1").await.unwrap().is_none());
+    assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("keep"));
+    // The session is usable again from scratch.
+    admit(&s, "t3", "s1", Some("someone-else"), NOW + 5).await;
+}
+
+async fn the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "run", "s-run", None, NOW).await;
+    admit(&s, "sus", "s-sus", None, NOW).await;
+    s.park("sus", "suspended", NOW).await.unwrap();
+    admit(&s, "rev", "s-rev", None, NOW).await;
+    s.park("rev", "needs_review", NOW).await.unwrap();
+    admit(&s, "term", "s-term", None, NOW).await;
+    // A terminal row whose claim survived (written out of band, as after a crash between steps).
+    fx.raw("UPDATE task_run SET status = 'blocked' WHERE task_id = 'term'");
+    fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s-orphan', 'no-row', 1)");
+    assert_eq!(s.sweep_claims().await.unwrap(), (1, 1));
+    assert_eq!(holder_of(&s, "s-term").await, None);
+    assert_eq!(holder_of(&s, "s-orphan").await, None);
+    for (session, task) in [("s-run", "run"), ("s-sus", "sus"), ("s-rev", "rev")] {
+        assert_eq!(holder_of(&s, session).await.as_deref(), Some(task));
+    }
+    assert_eq!(
+        s.sweep_claims().await.unwrap(),
+        (0, 0),
+        "a second sweep has nothing to do"
+    );
+}
+
+async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "silent", "s1", None, NOW).await;
+    admit(&s, "fresh", "s2", None, NOW + 50_000).await;
+    admit(&s, "parked", "s3", None, NOW).await;
+    s.park("parked", "suspended", NOW).await.unwrap();
+    fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s4', 'no-row', 1)");
+    let report = s.reap_stale(NOW + 30_000, NOW + 60_000, 100).await.unwrap();
+    assert_eq!(
+        (
+            report.reaped,
+            report.terminal_claims_released,
+            report.orphan_claims_released
+        ),
+        (1, 1, 1)
+    );
+    let run = s.get_run("silent").await.unwrap().unwrap();
+    assert_eq!(run.status, "failed");
+    assert_eq!(run.error.as_deref(), Some("run stalled (instance lost?)"));
+    assert_eq!(run.error_code.as_deref(), Some("run.stalled"));
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert_eq!(status_of(&s, "fresh").await, "running");
+    assert_eq!(status_of(&s, "parked").await, "suspended");
+    assert_eq!(holder_of(&s, "s3").await.as_deref(), Some("parked"));
+}
+
+async fn reapers_are_bounded_per_tick_and_idempotent<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for i in 0..3 {
+        admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW + i).await;
+    }
+    let cutoff = NOW + 10;
+    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 2);
+    // The oldest two went first.
+    assert_eq!(status_of(&s, "t2").await, "running");
+    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 1);
+    assert_eq!(
+        s.reap_stale(cutoff, NOW + 20, 2).await.unwrap(),
+        Default::default()
+    );
+}
+
+async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let ck = |n: u8| format!("{n:0>64}");
+    // expired and nothing pending: fails
+    admit(&s, "exp", "s1", None, NOW).await;
+    s.park("exp", "suspended", NOW).await.unwrap();
+    s.add_checkpoint(&ck(1), "s1", "exp", None, "tool_approval", NOW + 10, NOW)
+        .await
+        .unwrap();
+    // still pending: kept
+    admit(&s, "pend", "s2", None, NOW).await;
+    s.park("pend", "needs_review", NOW).await.unwrap();
+    s.add_checkpoint(&ck(2), "s2", "pend", None, "plan_review", NOW + 1_000, NOW)
+        .await
+        .unwrap();
+    // an expired one and a newer pending one: kept (resumable)
+    admit(&s, "both", "s3", None, NOW).await;
+    s.park("both", "suspended", NOW).await.unwrap();
+    s.add_checkpoint(&ck(3), "s3", "both", None, "human", NOW + 10, NOW)
+        .await
+        .unwrap();
+    s.add_checkpoint(&ck(4), "s3", "both", None, "human", NOW + 1_000, NOW)
+        .await
+        .unwrap();
+    // a running run with an expired checkpoint: not this reaper's business
+    admit(&s, "run", "s4", None, NOW).await;
+    s.add_checkpoint(&ck(5), "s4", "run", None, "human", NOW + 10, NOW)
+        .await
+        .unwrap();
+
+    let report = s
+        .fail_parked_with_expired_checkpoint(NOW + 100, 50)
+        .await
+        .unwrap();
+    assert_eq!((report.reaped, report.terminal_claims_released), (1, 1));
+    let run = s.get_run("exp").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.error_code.as_deref()),
+        ("failed", Some("approval.expired"))
+    );
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert_eq!(status_of(&s, "pend").await, "needs_review");
+    assert_eq!(status_of(&s, "both").await, "suspended");
+    assert_eq!(status_of(&s, "run").await, "running");
+    assert_eq!(
+        s.fail_parked_with_expired_checkpoint(NOW + 100, 50)
+            .await
+            .unwrap()
+            .reaped,
+        0
+    );
+}
+
+async fn parked_runs_older_than_the_cutoff_fail_with_approval_timeout<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "old", "s1", None, NOW).await;
+    s.park("old", "suspended", NOW).await.unwrap();
+    admit(&s, "young", "s2", None, NOW).await;
+    s.park("young", "needs_review", NOW + 500).await.unwrap();
+    admit(&s, "running", "s3", None, NOW).await;
+    let report = s
+        .reap_parked_older_than(NOW + 100, NOW + 600, 50)
+        .await
+        .unwrap();
+    assert_eq!(report.reaped, 1);
+    let run = s.get_run("old").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.error_code.as_deref()),
+        ("failed", Some("approval.timeout"))
+    );
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert_eq!(status_of(&s, "young").await, "needs_review");
+    assert_eq!(status_of(&s, "running").await, "running");
+}
+
+async fn concurrent_admissions_through_two_connections_admit_exactly_one<F: Fixture + Sync>(
+    fx: &F,
+) {
+    for round in 0..5 {
+        let session = format!("race{round}");
+        let barrier = std::sync::Barrier::new(2);
+        let outcomes: Vec<CreateRun> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["a", "b"]
+                .iter()
+                .map(|who| {
+                    let (barrier, session) = (&barrier, &session);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        let task = format!("{session}-{who}");
+                        barrier.wait();
+                        pollster::block_on(store.create_run(&new_run(&task, session, None, NOW)))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let created = outcomes
+            .iter()
+            .filter(|o| **o == CreateRun::Created)
+            .count();
+        assert_eq!(created, 1, "round {round}: {outcomes:?}");
+        assert!(
+            outcomes
+                .iter()
+                .any(|o| matches!(o, CreateRun::Held(Some(_)))),
+            "{outcomes:?}"
+        );
+    }
+}
+
+async fn leader_admission_is_once_per_key_and_observes_afterwards<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let key = sema_core::idempotency::scoped_key(Some("alice"), "raw-key");
+    let first = s
+        .create_leader_run("L1", "plan and push", Some("alice"), Some(&key), NOW)
+        .await
+        .unwrap();
+    assert!(first.created);
+    assert_eq!(
+        (first.run.id.as_str(), first.run.status.as_str()),
+        ("L1", "running")
+    );
+    assert_eq!(first.run.started_at_ms, NOW);
+    let again = s
+        .create_leader_run("L2", "plan and push", Some("alice"), Some(&key), NOW + 1)
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.run, first.run);
+    assert!(s.get_leader_run("L2").await.unwrap().is_none());
+    // Another owner with the same raw key gets its own run.
+    let other_key = sema_core::idempotency::scoped_key(Some("bob"), "raw-key");
+    assert!(
+        s.create_leader_run("L3", "x", Some("bob"), Some(&other_key), NOW)
+            .await
+            .unwrap()
+            .created
+    );
+    // Cross-connection read returns the same record.
+    let other_conn = fx.store();
+    assert_eq!(
+        other_conn.get_leader_run("L1").await.unwrap().unwrap(),
+        first.run
+    );
+    assert_eq!(
+        other_conn
+            .get_leader_run_by_idem(&key)
+            .await
+            .unwrap()
+            .unwrap(),
+        first.run
+    );
+}
+
+async fn leader_runs_without_a_key_never_deduplicate<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    assert!(
+        s.create_leader_run("L1", "x", None, None, NOW)
+            .await
+            .unwrap()
+            .created
+    );
+    assert!(
+        s.create_leader_run("L2", "x", None, None, NOW)
+            .await
+            .unwrap()
+            .created
+    );
+    assert!(
+        s.get_leader_run("L1").await.unwrap().is_some()
+            && s.get_leader_run("L2").await.unwrap().is_some()
+    );
+}
+
+async fn concurrent_leader_admission_through_two_connections_creates_exactly_one<
+    F: Fixture + Sync,
+>(
+    fx: &F,
+) {
+    for round in 0..5 {
+        let key = sema_core::idempotency::scoped_key(None, &format!("k{round}"));
+        let barrier = std::sync::Barrier::new(2);
+        let results: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["a", "b"]
+                .iter()
+                .map(|who| {
+                    let (barrier, key) = (&barrier, &key);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        let id = format!("L{round}{who}");
+                        pollster::block_on(store.create_leader_run(&id, "x", None, Some(key), NOW))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            results.iter().filter(|r| r.created).count(),
+            1,
+            "round {round}"
+        );
+        assert_eq!(
+            results[0].run.id, results[1].run.id,
+            "both see the same run"
+        );
+    }
+}
+
+async fn a_leader_duplicate_whose_winner_is_missing_rethrows<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    s.create_leader_run("L1", "x", None, Some(&"a".repeat(64)), NOW)
+        .await
+        .unwrap();
+    // Same id, another key: the primary key refuses, and no row holds the new key to observe.
+    let err = s
+        .create_leader_run("L1", "x", None, Some(&"b".repeat(64)), NOW)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            sema_core::store::StoreError::Db(sema_core::sql::DbError::Duplicate { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(s
+        .get_leader_run_by_idem(&"b".repeat(64))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn leader_finish_is_write_once<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    s.create_leader_run("L1", "x", None, None, NOW)
+        .await
+        .unwrap();
+    assert!(s
+        .finish_leader_run("L1", "completed", Some(r#"{"merged":3}"#), None, NOW + 5)
+        .await
+        .unwrap());
+    assert!(!s
+        .finish_leader_run("L1", "failed", None, Some("late"), NOW + 6)
+        .await
+        .unwrap());
+    let run = s.get_leader_run("L1").await.unwrap().unwrap();
+    assert_eq!(run.status, "completed");
+    assert_eq!(run.result, Some(serde_json::json!({"merged": 3})));
+    assert_eq!((run.error, run.finished_at_ms), (None, Some(NOW + 5)));
+    assert!(
+        s.finish_leader_run("L1", "running", None, None, NOW)
+            .await
+            .is_err(),
+        "running is not a terminal word"
+    );
+}
+
+async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_key<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let key = "k".repeat(64);
+    s.create_leader_run("stale", "x", None, Some(&key), NOW)
+        .await
+        .unwrap();
+    s.create_leader_run("fresh", "x", None, None, NOW)
+        .await
+        .unwrap();
+    s.create_leader_run("done", "x", None, None, NOW)
+        .await
+        .unwrap();
+    s.finish_leader_run("done", "needs_human", None, None, NOW + 1)
+        .await
+        .unwrap();
+    s.backdate_leader_run_for_test("stale", NOW - 10_000)
+        .await
+        .unwrap();
+    s.backdate_leader_run_for_test("done", NOW - 10_000)
+        .await
+        .unwrap();
+    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 1);
+    let run = s.get_leader_run("stale").await.unwrap().unwrap();
+    assert_eq!(run.status, "failed");
+    assert_eq!(run.error.as_deref(), Some(leader::STALE_SWEEP_REASON));
+    assert_eq!(run.finished_at_ms, Some(NOW));
+    assert_eq!(
+        s.get_leader_run("fresh").await.unwrap().unwrap().status,
+        "running"
+    );
+    assert_eq!(
+        s.get_leader_run("done").await.unwrap().unwrap().status,
+        "needs_human"
+    );
+    // Strictly older than the threshold only: a run started exactly at the edge stays.
+    s.backdate_leader_run_for_test("fresh", NOW - 5_000)
+        .await
+        .unwrap();
+    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 0);
+    // The key stays bound: resubmitting returns the failed run.
+    let again = s
+        .create_leader_run("new", "x", None, Some(&key), NOW + 1)
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(
+        (again.run.id.as_str(), again.run.status.as_str()),
+        ("stale", "failed")
+    );
+}
+
+async fn an_unknown_leader_status_is_a_loud_error<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    s.create_leader_run("L1", "x", None, None, NOW)
+        .await
+        .unwrap();
+    fx.raw("UPDATE leader_run SET status = 'paused' WHERE leader_run_id = 'L1'");
+    let err = s.get_leader_run("L1").await.unwrap_err();
+    assert_eq!(
+        err,
+        sema_core::store::StoreError::Corrupt(leader::unknown_status_message("L1", "paused"))
+    );
+}
+
+async fn leader_previews_are_truncated_and_null_reads_as_empty<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let long = "é".repeat(200);
+    let r = s
+        .create_leader_run("L1", &long, None, None, NOW)
+        .await
+        .unwrap();
+    assert_eq!(r.run.objective_preview.chars().count(), 160);
+    fx.raw("UPDATE leader_run SET objective_preview = NULL WHERE leader_run_id = 'L1'");
+    assert_eq!(
+        s.get_leader_run("L1")
+            .await
+            .unwrap()
+            .unwrap()
+            .objective_preview,
+        ""
+    );
+}
+
+async fn applying_the_schema_twice_is_harmless<F: Fixture>(fx: &F) {
+    fx.apply_schema();
+    let s = fx.store();
+    admit(&s, &unique("t"), "s1", None, NOW).await;
+}
