@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   KEY idx_task_run_session_created (session_id, created_at, task_id),
   KEY idx_task_run_owner_created (owner, created_at, task_id),
   KEY idx_task_run_created (created_at, task_id),
+  KEY idx_task_run_status_created (status, created_at, task_id),
   KEY idx_task_run_status_heartbeat (status, heartbeat_at),
   KEY idx_task_run_status_updated (status, updated_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS task_run (
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_status_created ON task_run (status, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
 

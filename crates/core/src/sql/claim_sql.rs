@@ -57,14 +57,14 @@ pub fn reap_stale(d: Dialect, cutoff: i64, now: i64, limit: i64) -> Vec<Stmt> {
         d,
         "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, updated_at = ?2 \
          WHERE status = 'running' AND heartbeat_at < ?1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ?1 ORDER BY heartbeat_at LIMIT ?5) AS c)",
+         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ?1 ORDER BY heartbeat_at LIMIT ?5) AS pick)",
         "UPDATE task_run SET status = 'failed', error = $3, error_code = $4, held_by = NULL, updated_at = $2 \
          WHERE status = 'running' AND heartbeat_at < $1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $5) AS c)",
+         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $5) AS pick)",
         (
             "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
              WHERE status = 'running' AND heartbeat_at < ? AND task_id IN (SELECT task_id FROM \
-             (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ? ORDER BY heartbeat_at LIMIT ?) AS c)",
+             (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ? ORDER BY heartbeat_at LIMIT ?) AS pick)",
             &[3, 4, 2, 1, 1, 5],
         ),
         vec![
@@ -87,25 +87,25 @@ pub fn fail_parked_with_expired_checkpoint(d: Dialect, now: i64, limit: i64) -> 
         "UPDATE task_run SET status = 'failed', error = ?2, error_code = ?3, held_by = NULL, updated_at = ?1 \
          WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
          (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-         AND EXISTS (SELECT 1 FROM checkpoint c WHERE c.session_id = tr.session_id \
-         AND c.status IN ('pending','expired') AND c.expires_at <= ?1) \
-         AND NOT EXISTS (SELECT 1 FROM checkpoint p WHERE p.session_id = tr.session_id \
-         AND p.status = 'pending' AND p.expires_at > ?1) LIMIT ?4) AS c)",
+         AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
+         AND ck.status IN ('pending','expired') AND ck.expires_at <= ?1) \
+         AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
+         AND pending.status = 'pending' AND pending.expires_at > ?1) LIMIT ?4) AS pick)",
         "UPDATE task_run SET status = 'failed', error = $2, error_code = $3, held_by = NULL, updated_at = $1 \
          WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
          (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-         AND EXISTS (SELECT 1 FROM checkpoint c WHERE c.session_id = tr.session_id \
-         AND c.status IN ('pending','expired') AND c.expires_at <= $1) \
-         AND NOT EXISTS (SELECT 1 FROM checkpoint p WHERE p.session_id = tr.session_id \
-         AND p.status = 'pending' AND p.expires_at > $1) LIMIT $4) AS c)",
+         AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
+         AND ck.status IN ('pending','expired') AND ck.expires_at <= $1) \
+         AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
+         AND pending.status = 'pending' AND pending.expires_at > $1) LIMIT $4) AS pick)",
         (
             "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
              WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
              (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-             AND EXISTS (SELECT 1 FROM checkpoint c WHERE c.session_id = tr.session_id \
-             AND c.status IN ('pending','expired') AND c.expires_at <= ?) \
-             AND NOT EXISTS (SELECT 1 FROM checkpoint p WHERE p.session_id = tr.session_id \
-             AND p.status = 'pending' AND p.expires_at > ?) LIMIT ?) AS c)",
+             AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
+             AND ck.status IN ('pending','expired') AND ck.expires_at <= ?) \
+             AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
+             AND pending.status = 'pending' AND pending.expires_at > ?) LIMIT ?) AS pick)",
             &[2, 3, 1, 1, 1, 4],
         ),
         vec![
@@ -126,14 +126,14 @@ pub fn reap_parked_older_than(d: Dialect, cutoff: i64, now: i64, limit: i64) -> 
         d,
         "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, updated_at = ?2 \
          WHERE status IN ('suspended','needs_review') AND updated_at < ?1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ?1 LIMIT ?5) AS c)",
+         (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ?1 LIMIT ?5) AS pick)",
         "UPDATE task_run SET status = 'failed', error = $3, error_code = $4, held_by = NULL, updated_at = $2 \
          WHERE status IN ('suspended','needs_review') AND updated_at < $1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < $1 LIMIT $5) AS c)",
+         (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < $1 LIMIT $5) AS pick)",
         (
             "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
              WHERE status IN ('suspended','needs_review') AND updated_at < ? AND task_id IN (SELECT task_id FROM \
-             (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ? LIMIT ?) AS c)",
+             (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ? LIMIT ?) AS pick)",
             &[3, 4, 2, 1, 1, 5],
         ),
         vec![

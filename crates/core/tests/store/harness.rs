@@ -5,7 +5,7 @@
 
 use crate::{exec_mysql::MyExec, exec_postgres::PgExec, exec_sqlite::SqliteExec};
 use sema_core::{
-    sql::{Dialect, Stmt},
+    sql::Dialect,
     store::{Executor, SqlStore},
 };
 use std::path::PathBuf;
@@ -75,7 +75,6 @@ pub trait Fixture {
     type E: Executor;
     /// A new connection to this fixture's database.
     fn connect(&self) -> Self::E;
-    fn dialect(&self) -> Dialect;
     /// Runs literal SQL out of band (no parameters), as an operator's manual statement would.
     fn raw(&self, sql: &str);
     /// Applies the schema (again).
@@ -114,9 +113,6 @@ impl Fixture for SqliteFx {
     type E = SqliteExec;
     fn connect(&self) -> SqliteExec {
         SqliteExec::open(&self.path())
-    }
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
     }
     fn raw(&self, sql: &str) {
         self.connect()
@@ -170,9 +166,6 @@ impl Fixture for PgFx {
             self.schema
         ))
     }
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
-    }
     fn raw(&self, sql: &str) {
         self.connect()
             .client()
@@ -223,9 +216,6 @@ impl Fixture for MyFx {
     fn connect(&self) -> MyExec {
         MyExec::connect(&format!("{}/{}", env_url("SEMA_MYSQL_URL"), self.db))
     }
-    fn dialect(&self) -> Dialect {
-        Dialect::Mysql
-    }
     fn raw(&self, sql: &str) {
         use mysql::prelude::Queryable;
         let exec = self.connect();
@@ -238,11 +228,6 @@ impl Fixture for MyFx {
     fn apply_schema(&self) {
         self.raw(&schema_statements(Dialect::Mysql).join(";\n"));
     }
-}
-
-/// Runs one statement on a fresh connection and returns its rows (test aid for checks).
-pub fn query<F: Fixture>(fx: &F, stmt: Stmt) -> Vec<sema_core::sql::Row> {
-    pollster::block_on(fx.connect().run(&stmt)).unwrap().rows
 }
 
 /// Repeats a contract test body on SQLite, PostgreSQL and MariaDB: `every_dialect!(name, ...)` for

@@ -7,3 +7,5 @@ mod exec_mysql;
 mod exec_postgres;
 mod exec_sqlite;
 mod harness;
+mod parity;
+mod plan;
