@@ -81,6 +81,8 @@ every_dialect!(
     an_unknown_leader_status_is_a_loud_error,
     leader_previews_are_truncated_and_null_reads_as_empty,
     applying_the_schema_twice_is_harmless,
+    every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing,
+    ids_are_case_sensitive,
 );
 
 async fn create_run_writes_the_row_and_the_claim_together<F: Fixture>(fx: &F) {
@@ -973,4 +975,36 @@ async fn applying_the_schema_twice_is_harmless<F: Fixture>(fx: &F) {
     fx.apply_schema();
     let s = fx.store();
     admit(&s, &unique("t"), "s1", None, NOW).await;
+}
+
+async fn every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, tick) in ["stale", "expired", "parked_older"].iter().enumerate() {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        fx.raw(&format!(
+            "UPDATE task_run SET status = 'completed' WHERE task_id = '{task}'"
+        ));
+        let report = match *tick {
+            "stale" => s.reap_stale(NOW - 1, NOW, 10).await,
+            "expired" => s.fail_parked_with_expired_checkpoint(NOW, 10).await,
+            _ => s.reap_parked_older_than(NOW - 1, NOW, 10).await,
+        }
+        .unwrap();
+        assert_eq!(
+            (report.reaped, report.terminal_claims_released),
+            (0, 1),
+            "{tick}"
+        );
+        assert_eq!(holder_of(&s, &session).await, None, "{tick}");
+    }
+}
+
+async fn ids_are_case_sensitive<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "Task", "Session", None, NOW).await;
+    admit(&s, "task", "session", None, NOW).await;
+    assert_eq!(holder_of(&s, "Session").await.as_deref(), Some("Task"));
+    assert_eq!(holder_of(&s, "session").await.as_deref(), Some("task"));
+    assert!(s.get_run("TASK").await.unwrap().is_none());
 }
