@@ -16,6 +16,7 @@ use crate::{
         error::{json, respond, Failure},
         runs::replayed,
     },
+    live::{self, Hub},
     platform,
 };
 use futures_util::lock::Mutex;
@@ -23,23 +24,78 @@ use sema_core::{
     admission::{self, AdmitDecision, AdmitInput, Claim, SessionOwner, SessionState},
     conflict::{Conflict, Holder},
     run::RunRow,
-    sql::run_sql,
+    sql::DbError,
+    sql::{event_sql::NewEvent, run_sql},
     status,
-    store::{ClaimHolder, CreateRun, RunStore},
+    store::{Appended, ClaimHolder, CreateRun, EventRow, RunStore, StoreError},
     wire::{objective_preview, Admitted},
     ApiError,
 };
 use serde::{Deserialize, Serialize};
-use std::cell::RefCell;
+use std::{cell::RefCell, rc::Rc};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
-/// A call from the Worker to a session's object.
+/// A call from the Worker to a session's object. The Worker has authenticated the caller and checked
+/// ownership (or the runner role) before it sends one.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Call {
     Admit(AdmitInput),
-    Cancel { task_id: String, session_id: String },
+    /// Admit, then stream the run (`meta` first); a refusal becomes the stream's `done` frame.
+    AdmitStream(AdmitInput),
+    /// Admit, then wait up to `wait_ms` for the terminal result.
+    AdmitWait {
+        input: AdmitInput,
+        wait_ms: u64,
+    },
+    Cancel {
+        task_id: String,
+        session_id: String,
+    },
+    /// SSE replay after `after`, then live tail until `done`.
+    Subscribe {
+        task_id: String,
+        after: i64,
+        meta: bool,
+    },
+    /// Wait up to `wait_ms` for an existing run to end.
+    Wait {
+        task_id: String,
+        wait_ms: u64,
+    },
+    Append {
+        task_id: String,
+        lease_epoch: i64,
+        events: Vec<WireEvent>,
+    },
+    Finish {
+        task_id: String,
+        finish: WireFinish,
+    },
+    Steer {
+        task_id: String,
+        message: String,
+    },
+}
+
+/// An event as the Worker forwards it (validated).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WireEvent {
+    pub kind: String,
+    pub data: String,
+    pub event_id: Option<String>,
+}
+
+/// A finish as the Worker forwards it (validated).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WireFinish {
+    pub lease_epoch: i64,
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub error_code: Option<String>,
+    pub done_json: String,
 }
 
 /// Sends `call` to the object of `session_id` and returns its response as the client's response.
@@ -61,6 +117,7 @@ pub struct SessionDo {
     env: Env,
     lock: Mutex<()>,
     memory: RefCell<Option<SessionState>>,
+    hub: Rc<Hub>,
 }
 
 impl DurableObject for SessionDo {
@@ -70,21 +127,13 @@ impl DurableObject for SessionDo {
             env,
             lock: Mutex::new(()),
             memory: RefCell::new(None),
+            hub: Rc::new(Hub::default()),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let outcome = match req.json::<Call>().await {
-            Ok(call) => {
-                let _serialised = self.lock.lock().await;
-                match call {
-                    Call::Admit(input) => self.admit(input).await,
-                    Call::Cancel {
-                        task_id,
-                        session_id,
-                    } => self.cancel(&task_id, &session_id).await,
-                }
-            }
+            Ok(call) => self.dispatch(call).await,
             Err(e) => Err(Failure::Infra(format!("session object call: {e}"))),
         };
         Ok(respond(outcome))
@@ -92,6 +141,280 @@ impl DurableObject for SessionDo {
 }
 
 impl SessionDo {
+    async fn dispatch(&self, call: Call) -> Result<Response, Failure> {
+        match call {
+            // Streams and waits hold the mutex only while admitting, never while streaming.
+            Call::Subscribe {
+                task_id,
+                after,
+                meta,
+            } => {
+                let first = if meta {
+                    let run = store(&self.env)?
+                        .get_run(&task_id)
+                        .await?
+                        .ok_or_else(|| ApiError::not_found("run"))?;
+                    Some(sema_core::sse::meta_frame(&task_id, &run.session_id))
+                } else {
+                    None
+                };
+                self.subscribe(&task_id, after, first.map(|f| (f, task_id.as_str())))
+            }
+            Call::Wait { task_id, wait_ms } => {
+                let done = self.hub.wait_done(&task_id);
+                self.wait_for(&task_id, done, wait_ms).await
+            }
+            Call::AdmitStream(input) => {
+                let admitted = {
+                    let _serialised = self.lock.lock().await;
+                    self.admit(input.clone()).await
+                };
+                self.stream_admission(&input, admitted).await
+            }
+            Call::AdmitWait { input, wait_ms } => {
+                let (admitted, done) = {
+                    let _serialised = self.lock.lock().await;
+                    // Registered before admitting, so a run that ends at once is not missed.
+                    let done = self.hub.wait_done(&input.task_id);
+                    (self.admit(input.clone()).await, done)
+                };
+                self.wait_admission(&input, admitted, done, wait_ms).await
+            }
+            other => {
+                let _serialised = self.lock.lock().await;
+                match other {
+                    Call::Admit(input) => self.admit(input).await,
+                    Call::Cancel {
+                        task_id,
+                        session_id,
+                    } => self.cancel(&task_id, &session_id).await,
+                    Call::Append {
+                        task_id,
+                        lease_epoch,
+                        events,
+                    } => self.append(&task_id, lease_epoch, events).await,
+                    Call::Finish { task_id, finish } => self.finish(&task_id, finish).await,
+                    Call::Steer { task_id, message } => self.steer(&task_id, &message).await,
+                    Call::Subscribe { .. }
+                    | Call::Wait { .. }
+                    | Call::AdmitStream(_)
+                    | Call::AdmitWait { .. } => Err(Failure::Infra("unreachable call".into())),
+                }
+            }
+        }
+    }
+
+    /// Opens an SSE stream of `task_id` after seq `after`, optionally opening with `first`.
+    fn subscribe(
+        &self,
+        task_id: &str,
+        after: i64,
+        first: Option<(String, &str)>,
+    ) -> Result<Response, Failure> {
+        let (sub, rx) = self.hub.subscribe(task_id, after);
+        let mut extra = vec![];
+        if let Some((frame, task_header)) = &first {
+            live::prefix(&sub, frame);
+            extra.push(("x-task-id", *task_header));
+        }
+        wasm_bindgen_futures::spawn_local(live::replay_then_tail(
+            self.env.clone(),
+            task_id.to_owned(),
+            sub.clone(),
+        ));
+        wasm_bindgen_futures::spawn_local(live::heartbeats(sub));
+        Ok(live::sse_response(rx, 200, &extra)?)
+    }
+
+    /// The stream form of a submit: the admitted (or replayed, or attached) run streamed from its
+    /// first event after a `meta` frame; a refusal is the stream's one `done` frame.
+    async fn stream_admission(
+        &self,
+        input: &AdmitInput,
+        admitted: Result<Response, Failure>,
+    ) -> Result<Response, Failure> {
+        match admitted {
+            Ok(resp) if matches!(resp.status_code(), 200 | 202) => {
+                let task_id = admitted_task_id(resp)
+                    .await
+                    .unwrap_or_else(|| input.task_id.clone());
+                let meta = sema_core::sse::meta_frame(&task_id, &input.session_id);
+                self.subscribe(&task_id, 0, Some((meta, &task_id)))
+            }
+            Ok(other) => Ok(other),
+            Err(Failure::Api(e)) if e.code == sema_core::conflict::ERROR_CODE => {
+                let conflict = conflict_from_error(&e);
+                let frame = sema_core::sse::refusal_done_frame(&conflict.done_result());
+                Ok(live::single_frame_response(frame)?)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// The synchronous form: wait up to `wait_ms` for the run to end, then answer with its terminal
+    /// result (200), or with its current state (202) when it is still going.
+    async fn wait_admission(
+        &self,
+        input: &AdmitInput,
+        admitted: Result<Response, Failure>,
+        done: futures_channel::oneshot::Receiver<()>,
+        wait_ms: u64,
+    ) -> Result<Response, Failure> {
+        let resp = admitted?;
+        if !matches!(resp.status_code(), 200 | 202) {
+            return Ok(resp);
+        }
+        let task_id = admitted_task_id(resp)
+            .await
+            .unwrap_or_else(|| input.task_id.clone());
+        self.wait_for(&task_id, done, wait_ms).await
+    }
+
+    /// Waits up to `wait_ms` for `task_id` to end: its terminal result (200), or its state (202).
+    async fn wait_for(
+        &self,
+        task_id: &str,
+        done: futures_channel::oneshot::Receiver<()>,
+        wait_ms: u64,
+    ) -> Result<Response, Failure> {
+        let task_id = task_id.to_owned();
+        let store = store(&self.env)?;
+        let ended = |run: &RunRow| status::is_terminal(&run.status);
+        let current = store
+            .get_run(&task_id)
+            .await?
+            .ok_or_else(|| Failure::Infra("admitted run vanished".into()))?;
+        let run = if ended(&current) {
+            current
+        } else {
+            let timeout = worker::Delay::from(std::time::Duration::from_millis(wait_ms));
+            futures_util::future::select(done, Box::pin(timeout)).await;
+            store
+                .get_run(&task_id)
+                .await?
+                .ok_or_else(|| Failure::Infra("admitted run vanished".into()))?
+        };
+        if ended(&run) {
+            let mut body = sema_core::sse::done_result(&run);
+            if let Some(m) = body.as_object_mut() {
+                m.insert("taskId".into(), run.task_id.clone().into());
+                m.insert("sessionId".into(), run.session_id.clone().into());
+            }
+            Ok(json(200, body.to_string()))
+        } else {
+            let body =
+                serde_json::to_string(&run.face()).map_err(|e| Failure::Infra(e.to_string()))?;
+            Ok(json(202, body))
+        }
+    }
+
+    async fn append(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        events: Vec<WireEvent>,
+    ) -> Result<Response, Failure> {
+        let new: Vec<NewEvent<'_>> = events
+            .iter()
+            .map(|e| NewEvent {
+                kind: &e.kind,
+                data: &e.data,
+                event_id: e.event_id.as_deref(),
+            })
+            .collect();
+        let now = platform::now_ms();
+        let appended = match store(&self.env)?
+            .append_events(task_id, lease_epoch, &new, now)
+            .await
+        {
+            Err(StoreError::Db(DbError::Duplicate { .. })) => {
+                return Err(ApiError::new(
+                    409,
+                    "conflict.duplicate_event_id",
+                    "an event with one of these eventIds is already in this run's ledger; nothing from this batch was written",
+                )
+                .into())
+            }
+            other => other?,
+        };
+        match appended {
+            Appended::LeaseLost => Err(ApiError::lease_lost().into()),
+            Appended::Seqs(seqs) => {
+                let rows: Vec<EventRow> = events
+                    .into_iter()
+                    .zip(&seqs)
+                    .map(|(e, seq)| EventRow {
+                        seq: *seq,
+                        kind: e.kind,
+                        data: e.data,
+                        event_id: e.event_id,
+                        created_at: now,
+                    })
+                    .collect();
+                self.hub.publish_events(task_id, &rows);
+                Ok(json(200, serde_json::json!({ "seqs": seqs }).to_string()))
+            }
+        }
+    }
+
+    async fn finish(&self, task_id: &str, f: WireFinish) -> Result<Response, Failure> {
+        let store = store(&self.env)?;
+        let done_seq = store
+            .finish_run(
+                task_id,
+                f.lease_epoch,
+                &f.status,
+                f.result.as_deref(),
+                f.error.as_deref(),
+                f.error_code.as_deref(),
+                &f.done_json,
+                platform::now_ms(),
+            )
+            .await?
+            .ok_or_else(ApiError::lease_lost)?;
+        self.forget_claim_of(task_id).await?;
+        let result: serde_json::Value = serde_json::from_str(&f.done_json).unwrap_or_default();
+        self.hub.publish(
+            task_id,
+            done_seq,
+            &sema_core::sse::done_frame(done_seq, &result),
+            true,
+        );
+        let run = store
+            .get_run(task_id)
+            .await?
+            .ok_or_else(|| Failure::Infra("finished run vanished".into()))?;
+        let body = serde_json::to_string(&run.face()).map_err(|e| Failure::Infra(e.to_string()))?;
+        Ok(json(200, body))
+    }
+
+    async fn steer(&self, task_id: &str, message: &str) -> Result<Response, Failure> {
+        match store(&self.env)?
+            .add_steer(task_id, message, platform::now_ms())
+            .await?
+        {
+            Some(seq) => Ok(json(
+                202,
+                serde_json::json!({"taskId": task_id, "seq": seq, "status": "queued"}).to_string(),
+            )),
+            None => Err(ApiError::new(
+                409,
+                "conflict.run_not_running",
+                "the run is not running; steer messages are accepted only while a run is running",
+            )
+            .into()),
+        }
+    }
+
+    /// Drops the remembered claim if `task_id` holds it (its run just ended).
+    async fn forget_claim_of(&self, task_id: &str) -> Result<(), Failure> {
+        let mut state = self.load().await?;
+        if state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
+            state.claim = None;
+            self.save(state).await?;
+        }
+        Ok(())
+    }
     /// The session state: memory, else storage, else empty.
     async fn load(&self) -> Result<SessionState, Failure> {
         if let Some(s) = self.memory.borrow().as_ref() {
@@ -303,6 +626,23 @@ fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Response, Fa
         "taskId is already used by another run; submit with a different taskId",
     )
     .into())
+}
+
+/// The task id in an admission body (`{"taskId",...}`).
+async fn admitted_task_id(mut resp: Response) -> Option<String> {
+    let v: serde_json::Value = resp.json().await.ok()?;
+    v.get("taskId")?.as_str().map(str::to_owned)
+}
+
+/// Rebuilds the conflict materials from a 409 refusal (for the stream's `done` frame).
+fn conflict_from_error(e: &ApiError) -> Conflict {
+    let parse = |k: &str| e.detail(k).unwrap_or("null");
+    Conflict {
+        error: e.message.clone(),
+        active_task_id: serde_json::from_str(parse("activeTaskId")).unwrap_or_default(),
+        active_task_status: serde_json::from_str(parse("activeTaskStatus")).unwrap_or_default(),
+        pending_gate: serde_json::from_str(parse("pendingGate")).unwrap_or_default(),
+    }
 }
 
 fn admitted_response(code: u16, admitted: &Admitted) -> Result<Response, Failure> {

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS steer_message (
   message      TEXT NOT NULL,
   created_at   BIGINT NOT NULL,
   delivered_at BIGINT NULL,
+  delivery_id  VARCHAR(64) NULL,
   PRIMARY KEY (task_id, seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS steer_message (
   message      TEXT        COLLATE "C" NOT NULL,
   created_at   BIGINT NOT NULL,
   delivered_at BIGINT NULL,
+  delivery_id  VARCHAR(64) COLLATE "C" NULL,
   PRIMARY KEY (task_id, seq)
 );
 

@@ -32,13 +32,15 @@ CREATE INDEX IF NOT EXISTS idx_checkpoint_session_status ON checkpoint (session_
 CREATE INDEX IF NOT EXISTS idx_checkpoint_status_expires ON checkpoint (status, expires_at);
 CREATE INDEX IF NOT EXISTS idx_checkpoint_task ON checkpoint (task_id);
 
--- Messages queued for a running run, delivered to its runner once each, in seq order.
+-- Messages queued for a running run, delivered to its runner once each, in seq order. delivery_id
+-- names the heartbeat that took them (so that heartbeat reads back exactly what it marked).
 CREATE TABLE IF NOT EXISTS steer_message (
   task_id      TEXT    NOT NULL,
   seq          INTEGER NOT NULL,
   message      TEXT    NOT NULL,
   created_at   INTEGER NOT NULL,
   delivered_at INTEGER,
+  delivery_id  TEXT,
   PRIMARY KEY (task_id, seq)
 );
 

@@ -2,6 +2,7 @@
 //! map the outcome to HTTP in one place (`error.rs`).
 
 pub mod error;
+mod runner;
 pub mod runs;
 
 use error::{json, respond, Failure};
@@ -31,6 +32,13 @@ async fn dispatch(req: &mut Request, env: &Env) -> Result<Response, Failure> {
         Route::ListRuns => runs::list(req, env, &principal).await,
         Route::GetRun(id) => runs::get(env, &principal, &id).await,
         Route::CancelRun(id) => runs::cancel(env, &principal, &id).await,
+        Route::RunEvents(id) => runs::events(req, env, &principal, &id).await,
+        Route::Steer(id) => runs::steer(req, env, &principal, &id).await,
+        Route::SubmitTask => runs::submit_task(req, env, &principal).await,
+        Route::Lease => runner::lease(req, env, &principal).await,
+        Route::Heartbeat(id) => runner::heartbeat(req, env, &principal, &id).await,
+        Route::AppendEvents(id) => runner::append(req, env, &principal, &id).await,
+        Route::Finish(id) => runner::finish(req, env, &principal, &id).await,
     }
 }
 

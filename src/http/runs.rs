@@ -12,6 +12,7 @@ use sema_core::{
     ids::TaskId,
     list::{encode_cursor, RunListQuery},
     run::RunRow,
+    runner_wire::TaskMode,
     sql::run_sql::ListScope,
     status,
     store::RunStore,
@@ -23,7 +24,7 @@ use worker::{Env, Request, Response};
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
 
 /// Runner credentials execute runs; they do not submit, read or cancel them as clients.
-fn require_client_side(principal: &Principal) -> Result<(), Failure> {
+pub fn require_client_side(principal: &Principal) -> Result<(), Failure> {
     if principal.role == Role::Runner {
         return Err(ApiError::forbidden("runner credentials cannot use client routes").into());
     }
@@ -31,7 +32,7 @@ fn require_client_side(principal: &Principal) -> Result<(), Failure> {
 }
 
 /// Reads a JSON body of at most 1 MiB, refusing by declared length before reading when possible.
-async fn read_json_body(req: &mut Request) -> Result<Vec<u8>, Failure> {
+pub async fn read_json_body(req: &mut Request) -> Result<Vec<u8>, Failure> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     wire::require_json_content_type(header("content-type").as_deref())?;
     if let Some(len) = header("content-length").and_then(|l| l.trim().parse::<usize>().ok()) {
@@ -60,37 +61,18 @@ pub async fn submit(
     let bytes = read_json_body(req).await?;
     let (value, body): (_, SubmitRunBody) = wire::parse_body(&bytes)?;
     let submit = body.validate()?;
-    let owner = principal.id.clone();
-
-    let idempotency = match raw_key.as_deref() {
-        None => None,
-        Some(raw) => {
-            let raw = idempotency::parse_raw_key(raw)?;
-            let key = idempotency::scoped_key(owner.as_deref(), raw);
-            let fingerprint = idempotency::fingerprint(SUBMIT_ROUTE, &value);
-            // A key already bound answers without touching the session.
-            if let Some(bound) = store(env)?.idempotency(&key).await? {
-                return replay(&bound, &fingerprint);
-            }
-            Some((key, fingerprint))
-        }
-    };
-
-    let (task_id, client_task_id) = match submit.client_task_id {
-        Some(id) => (id, true),
-        None => (
-            TaskId::mint(platform::now_ms() as u64, platform::random()?),
-            false,
-        ),
-    };
-    let input = AdmitInput {
-        session_id: submit.session_id.into_string(),
-        task_id: task_id.into_string(),
-        client_task_id,
-        owner,
-        objective: submit.objective,
-        meta: serde_json::Value::Object(submit.meta).to_string(),
-        idempotency,
+    let input = match admit_input(
+        env,
+        principal,
+        submit,
+        raw_key.as_deref(),
+        SUBMIT_ROUTE,
+        &value,
+    )
+    .await?
+    {
+        Ok(input) => input,
+        Err(bound) => return replay(&bound, &idempotency::fingerprint(SUBMIT_ROUTE, &value)),
     };
     session_do::call(
         env,
@@ -98,6 +80,50 @@ pub async fn submit(
         &session_do::Call::Admit(input),
     )
     .await
+}
+
+/// Builds the admission of a validated submit: mints the task id unless the client gave one, and
+/// resolves the `Idempotency-Key`. `Err(binding)` when the key is already bound to this same request
+/// (the caller answers with the original run); a key bound to a different request is a 422.
+pub async fn admit_input(
+    env: &Env,
+    principal: &Principal,
+    submit: sema_core::wire::SubmitRun,
+    raw_key: Option<&str>,
+    route: &str,
+    body: &serde_json::Value,
+) -> Result<Result<AdmitInput, IdempotencyBinding>, Failure> {
+    let owner = principal.id.clone();
+    let idempotency = match raw_key {
+        None => None,
+        Some(raw) => {
+            let raw = idempotency::parse_raw_key(raw)?;
+            let key = idempotency::scoped_key(owner.as_deref(), raw);
+            let fingerprint = idempotency::fingerprint(route, body);
+            // A key already bound answers without touching the session.
+            if let Some(bound) = store(env)?.idempotency(&key).await? {
+                bound.answer(&fingerprint)?;
+                return Ok(Err(bound));
+            }
+            Some((key, fingerprint))
+        }
+    };
+    let (task_id, client_task_id) = match submit.client_task_id {
+        Some(id) => (id, true),
+        None => (
+            TaskId::mint(platform::now_ms() as u64, platform::random()?),
+            false,
+        ),
+    };
+    Ok(Ok(AdmitInput {
+        session_id: submit.session_id.into_string(),
+        task_id: task_id.into_string(),
+        client_task_id,
+        owner,
+        objective: submit.objective,
+        meta: serde_json::Value::Object(submit.meta).to_string(),
+        idempotency,
+    }))
 }
 
 /// Answers a request whose key is already bound: the original admission again, or 422.
@@ -114,7 +140,7 @@ pub fn replayed(status: u16, body: String) -> Response {
 }
 
 /// Reads a run the principal may see; anything else is the same 404.
-async fn visible_run(
+pub async fn visible_run(
     env: &Env,
     principal: &Principal,
     task_id: &TaskId,
@@ -204,4 +230,160 @@ pub async fn cancel(
         session_id: session_id.clone(),
     };
     session_do::call(env, &session_id, &call).await
+}
+
+/// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
+/// (or `?after=`) then the live tail until `done`; otherwise a JSON page of events after `?after=`.
+pub async fn events(
+    req: &Request,
+    env: &Env,
+    principal: &Principal,
+    task_id: &TaskId,
+) -> Result<Response, Failure> {
+    require_client_side(principal)?;
+    let run = visible_run(env, principal, task_id).await?;
+    let url = req.url()?;
+    let mut after: Option<i64> = None;
+    let mut limit: i64 = 500;
+    for (k, v) in sema_core::list::parse_query(url.query().unwrap_or(""))? {
+        match k.as_str() {
+            "after" => {
+                after = Some(sema_core::sse::parse_anchor(&v).ok_or_else(|| {
+                    ApiError::invalid_field("after", "must be a non-negative integer")
+                })?)
+            }
+            "limit" => {
+                limit = v
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid_field("limit", "must be an integer in 1..=1000")
+                    })?
+            }
+            other => {
+                return Err(ApiError::invalid_request(format!(
+                    "unknown query parameter `{other}`; expected after or limit"
+                ))
+                .into())
+            }
+        }
+    }
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let wants_sse = header("accept").is_some_and(|a| a.contains("text/event-stream"));
+    if wants_sse {
+        if let Some(last) = header("last-event-id").filter(|v| !v.trim().is_empty()) {
+            after = Some(sema_core::sse::parse_anchor(&last).ok_or_else(|| {
+                ApiError::invalid_request(
+                    "Last-Event-ID must be a non-negative integer (an event seq)",
+                )
+            })?);
+        }
+        let call = session_do::Call::Subscribe {
+            task_id: task_id.as_str().to_owned(),
+            after: after.unwrap_or(0),
+            meta: false,
+        };
+        return session_do::call(env, &run.session_id, &call).await;
+    }
+    let after = after.unwrap_or(0);
+    let page = store(env)?
+        .events_after(task_id.as_str(), after, limit)
+        .await?;
+    let next_after = page.last().map_or(after, |e| e.seq);
+    let events: Vec<_> = page
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "seq": e.seq,
+                "type": e.kind,
+                "data": serde_json::from_str::<serde_json::Value>(&e.data).unwrap_or_default(),
+                "eventId": e.event_id,
+                "createdAt": e.created_at,
+            })
+        })
+        .collect();
+    let done = status::is_terminal(&run.status) && next_after >= run.last_seq;
+    let body = serde_json::json!({
+        "taskId": run.task_id,
+        "status": run.status,
+        "events": events,
+        "nextAfter": next_after,
+        "done": done,
+    });
+    Ok(json(200, body.to_string()))
+}
+
+/// `POST /v1/runs/{id}/steer`: queue a message for the running turn (202); 409 if not running.
+pub async fn steer(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+    task_id: &TaskId,
+) -> Result<Response, Failure> {
+    require_client_side(principal)?;
+    let (_, body): (_, sema_core::runner_wire::SteerBody) =
+        wire::parse_body(&read_json_body(req).await?)?;
+    let message = body.validate()?;
+    let run = visible_run(env, principal, task_id).await?;
+    let call = session_do::Call::Steer {
+        task_id: task_id.as_str().to_owned(),
+        message,
+    };
+    session_do::call(env, &run.session_id, &call).await
+}
+
+/// `POST /v1/tasks`: admit and stream (SSE: `meta`, live events, `done`), or with `"stream": false`
+/// wait for the terminal result (bounded by `waitMs`, then 202 with the run's state).
+pub async fn submit_task(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+) -> Result<Response, Failure> {
+    require_client_side(principal)?;
+    let raw_key = req.headers().get("idempotency-key").ok().flatten();
+    let bytes = read_json_body(req).await?;
+    let (value, body): (_, sema_core::runner_wire::TaskBody) = wire::parse_body(&bytes)?;
+    let (submit, mode) = body.validate()?;
+    let input = admit_input(
+        env,
+        principal,
+        submit,
+        raw_key.as_deref(),
+        "POST /v1/tasks",
+        &value,
+    )
+    .await?;
+    let input = match input {
+        Ok(input) => input,
+        Err(bound) => {
+            // A bound key: the original run, in the form asked for now.
+            let original: serde_json::Value =
+                serde_json::from_str(&bound.response_body).unwrap_or_default();
+            let task_id = original["taskId"].as_str().unwrap_or_default().to_owned();
+            let run = store(env)?
+                .get_run(&task_id)
+                .await?
+                .ok_or_else(|| ApiError::not_found("run"))?;
+            let call = match mode {
+                TaskMode::Stream => session_do::Call::Subscribe {
+                    task_id,
+                    after: 0,
+                    meta: true,
+                },
+                TaskMode::Wait(wait_ms) => session_do::Call::Wait { task_id, wait_ms },
+            };
+            return session_do::call(env, &run.session_id, &call).await;
+        }
+    };
+    attach(env, input, mode).await
+}
+
+async fn attach(env: &Env, input: AdmitInput, mode: TaskMode) -> Result<Response, Failure> {
+    let session = input.session_id.clone();
+    let call = match mode {
+        TaskMode::Stream => session_do::Call::AdmitStream(input),
+        TaskMode::Wait(wait_ms) => session_do::Call::AdmitWait { input, wait_ms },
+    };
+    session_do::call(env, &session, &call).await
 }

@@ -116,6 +116,15 @@ impl ApiError {
         Self::new(404, "not_found", "no such route")
     }
 
+    /// A lease holder's write whose epoch no longer matches: nothing was written.
+    pub fn lease_lost() -> Self {
+        Self::new(
+            409,
+            "lease_lost",
+            "lease lost: this lease epoch no longer holds the run; nothing was written, stop driving it",
+        )
+    }
+
     /// An infrastructure failure: opaque to the caller.
     pub fn internal() -> Self {
         Self::new(500, "internal", "internal error")

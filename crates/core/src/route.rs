@@ -9,6 +9,14 @@ pub enum Route {
     ListRuns,
     GetRun(TaskId),
     CancelRun(TaskId),
+    /// `GET`: replay (JSON page or SSE tail); `POST`: a runner appends.
+    RunEvents(TaskId),
+    AppendEvents(TaskId),
+    Heartbeat(TaskId),
+    Finish(TaskId),
+    Steer(TaskId),
+    Lease,
+    SubmitTask,
 }
 
 /// Matches a request. Unknown paths are 404, known paths with another method 405; a path id that is
@@ -41,6 +49,28 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
             let id = task(id)?;
             only("POST", Route::CancelRun(id))
         }
+        ["v1", "runs", id, "events"] => {
+            let id = task(id)?;
+            match method {
+                "GET" => Ok(Route::RunEvents(id)),
+                "POST" => Ok(Route::AppendEvents(id)),
+                _ => Err(ApiError::method_not_allowed("GET, POST")),
+            }
+        }
+        ["v1", "runs", id, "heartbeat"] => {
+            let id = task(id)?;
+            only("POST", Route::Heartbeat(id))
+        }
+        ["v1", "runs", id, "finish"] => {
+            let id = task(id)?;
+            only("POST", Route::Finish(id))
+        }
+        ["v1", "runs", id, "steer"] => {
+            let id = task(id)?;
+            only("POST", Route::Steer(id))
+        }
+        ["v1", "runner", "lease"] => only("POST", Route::Lease),
+        ["v1", "tasks"] => only("POST", Route::SubmitTask),
         _ => Err(ApiError::route_not_found()),
     }
 }

@@ -10,8 +10,8 @@ use crate::{
     leader::{self, LeaderRunRecord},
     run::RunRow,
     sql::{
-        claim_sql, event_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql, DbError, Dialect,
-        Outcome, Row, Stmt,
+        claim_sql, event_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql, runner_sql,
+        DbError, Dialect, Outcome, Row, Stmt,
     },
     wire::objective_preview,
 };
@@ -117,6 +117,26 @@ pub enum Appended {
     LeaseLost,
 }
 
+/// A lease a runner won.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub task_id: String,
+    pub session_id: String,
+    pub lease_epoch: i64,
+    pub objective: String,
+    /// JSON object text.
+    pub meta: String,
+    pub last_seq: i64,
+}
+
+/// What a heartbeat returns to the lease holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    pub cancel_requested: bool,
+    /// Steer messages delivered by this heartbeat, `(seq, message)` in order; each is delivered once.
+    pub steer: Vec<(i64, String)>,
+}
+
 /// A session row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRow {
@@ -216,6 +236,32 @@ pub trait RunStore {
         -> Result<ReapReport>;
     async fn reap_parked_older_than(&self, cutoff: i64, now: i64, limit: i64)
         -> Result<ReapReport>;
+    /// Leases the oldest unheld running run to `runner_id` (compare-and-set: two runners never win
+    /// the same lease), trying at most `candidates` runs.
+    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>>;
+    /// Refreshes liveness under the fence; `None` = lease lost (nothing written).
+    async fn heartbeat(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        delivery_id: &str,
+        now: i64,
+    ) -> Result<Option<Beat>>;
+    /// The runner's terminal write with its `done` event; the done event's seq, or `None` = lease lost.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_run(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        status: &str,
+        result_json: Option<&str>,
+        error: Option<&str>,
+        error_code: Option<&str>,
+        done_json: &str,
+        now: i64,
+    ) -> Result<Option<i64>>;
+    /// Queues a steer message; its seq, or `None` when the run is not running.
+    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>>;
 }
 
 /// The leader-run store (SPEC-core §5.5).
@@ -630,6 +676,127 @@ impl<E: Executor> RunStore for SqlStore<E> {
             limit,
         ))
         .await
+    }
+
+    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>> {
+        let d = self.d();
+        let rows = self
+            .exec
+            .run(&runner_sql::lease_candidates(d, candidates))
+            .await?
+            .rows;
+        for row in rows {
+            let task_id = get_str(&row, "task_id").map_err(corrupt)?;
+            let out = self
+                .exec
+                .batch(&runner_sql::try_lease(d, &task_id, runner_id, now))
+                .await?;
+            if out
+                .get(runner_sql::LEASE_CAS)
+                .is_none_or(|o| o.changes != 1)
+            {
+                continue; // another runner won this one
+            }
+            let r = out
+                .get(1)
+                .and_then(|o| o.rows.first())
+                .ok_or_else(|| corrupt("leased run vanished".into()))?;
+            return Ok(Some(Lease {
+                task_id: get_str(r, "task_id").map_err(corrupt)?,
+                session_id: get_str(r, "session_id").map_err(corrupt)?,
+                lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
+                objective: get_str(r, "objective").map_err(corrupt)?,
+                meta: get_str(r, "meta").map_err(corrupt)?,
+                last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
+            }));
+        }
+        Ok(None)
+    }
+
+    async fn heartbeat(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        delivery_id: &str,
+        now: i64,
+    ) -> Result<Option<Beat>> {
+        let batch = runner_sql::heartbeat(self.d(), task_id, lease_epoch, delivery_id, now);
+        let out = self.exec.batch(&batch).await?;
+        if out
+            .get(runner_sql::HEARTBEAT_FENCE)
+            .is_none_or(|o| o.changes != 1)
+        {
+            return Ok(None);
+        }
+        let cancel_requested = match out.get(2).and_then(|o| o.rows.first()) {
+            Some(r) => get_i64(r, "cancel_requested").map_err(corrupt)? != 0,
+            None => false,
+        };
+        let mut steer = vec![];
+        for r in out.get(3).map(|o| o.rows.as_slice()).unwrap_or_default() {
+            steer.push((
+                get_i64(r, "seq").map_err(corrupt)?,
+                get_str(r, "message").map_err(corrupt)?,
+            ));
+        }
+        Ok(Some(Beat {
+            cancel_requested,
+            steer,
+        }))
+    }
+
+    async fn finish_run(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        status: &str,
+        result_json: Option<&str>,
+        error: Option<&str>,
+        error_code: Option<&str>,
+        done_json: &str,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        if crate::status::is_active(status) {
+            return Err(corrupt(format!("{status:?} is not a terminal status")));
+        }
+        let batch = runner_sql::finish(
+            self.d(),
+            task_id,
+            lease_epoch,
+            status,
+            result_json,
+            error,
+            error_code,
+            done_json,
+            now,
+        );
+        let out = self.exec.batch(&batch).await?;
+        if out
+            .get(runner_sql::FINISH_WRITE)
+            .is_none_or(|o| o.changes != 1)
+        {
+            return Ok(None);
+        }
+        let row = out
+            .last()
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("finished run vanished".into()))?;
+        Ok(Some(get_i64(row, "last_seq").map_err(corrupt)?))
+    }
+
+    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>> {
+        let out = self
+            .exec
+            .batch(&runner_sql::add_steer(self.d(), task_id, message, now))
+            .await?;
+        if out.first().is_none_or(|o| o.changes != 1) {
+            return Ok(None);
+        }
+        let row = out
+            .get(1)
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("steer message vanished".into()))?;
+        Ok(Some(get_i64(row, "seq").map_err(corrupt)?))
     }
 }
 

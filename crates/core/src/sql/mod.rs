@@ -15,6 +15,7 @@ pub mod claim_sql;
 pub mod event_sql;
 pub mod leader_sql;
 pub mod run_sql;
+pub mod runner_sql;
 
 use serde_json::{Map, Value};
 use std::borrow::Cow;

@@ -1,0 +1,380 @@
+//! Request bodies of the runner protocol, `steer` and `POST /v1/tasks`, with their validation.
+
+use crate::{
+    error::ApiError,
+    ids::{is_safe_id, SAFE_ID_RULE},
+    status::FINISH_STATUSES,
+    wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Longest long-poll a lease request may ask for.
+pub const LEASE_WAIT_MAX_MS: u64 = 25_000;
+/// Most events one append call may carry.
+pub const EVENTS_PER_CALL_MAX: usize = 500;
+/// Longest steer message, in bytes.
+pub const STEER_MAX: usize = OBJECTIVE_MAX;
+/// Default and largest wait of a synchronous `/v1/tasks` call.
+pub const TASK_WAIT_DEFAULT_MS: u64 = 60_000;
+pub const TASK_WAIT_MAX_MS: u64 = 300_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseBody {
+    #[serde(rename = "runnerId")]
+    pub runner_id: String,
+    #[serde(rename = "waitMs", default)]
+    pub wait_ms: Option<u64>,
+}
+
+impl LeaseBody {
+    /// The runner id (a safe id) and the long-poll budget, capped at 25 s.
+    pub fn validate(self) -> Result<(String, u64), ApiError> {
+        if !is_safe_id(&self.runner_id) {
+            return Err(ApiError::invalid_field("runnerId", SAFE_ID_RULE));
+        }
+        Ok((
+            self.runner_id,
+            self.wait_ms.unwrap_or(0).min(LEASE_WAIT_MAX_MS),
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatBody {
+    #[serde(rename = "leaseEpoch")]
+    pub lease_epoch: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventIn {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub data: Option<Value>,
+    #[serde(rename = "eventId", default)]
+    pub event_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsBody {
+    #[serde(rename = "leaseEpoch")]
+    pub lease_epoch: i64,
+    pub events: Vec<EventIn>,
+}
+
+/// A validated event: type, data as JSON text, optional runner event id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidEvent {
+    pub kind: String,
+    pub data: String,
+    pub event_id: Option<String>,
+}
+
+fn event_type_ok(t: &str) -> bool {
+    !t.is_empty()
+        && t.len() <= 64
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'))
+}
+
+impl EventsBody {
+    pub fn validate(self) -> Result<(i64, Vec<ValidEvent>), ApiError> {
+        if self.events.is_empty() || self.events.len() > EVENTS_PER_CALL_MAX {
+            return Err(ApiError::invalid_field(
+                "events",
+                format!("must hold 1..={EVENTS_PER_CALL_MAX} events"),
+            ));
+        }
+        let mut out = Vec::with_capacity(self.events.len());
+        for (i, e) in self.events.into_iter().enumerate() {
+            if !event_type_ok(&e.kind) {
+                return Err(ApiError::invalid_field(
+                    &format!("events[{i}].type"),
+                    "must be 1..64 characters of A-Z a-z 0-9 _ . - :",
+                ));
+            }
+            if e.kind == "done" {
+                return Err(ApiError::invalid_field(
+                    &format!("events[{i}].type"),
+                    "\"done\" is written by POST /v1/runs/{id}/finish",
+                ));
+            }
+            if let Some(id) = &e.event_id {
+                if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| (0x21..0x7f).contains(&b))
+                {
+                    return Err(ApiError::invalid_field(
+                        &format!("events[{i}].eventId"),
+                        "must be 1..128 printable ASCII characters",
+                    ));
+                }
+            }
+            out.push(ValidEvent {
+                kind: e.kind,
+                data: e
+                    .data
+                    .unwrap_or_else(|| Value::Object(Default::default()))
+                    .to_string(),
+                event_id: e.event_id,
+            });
+        }
+        Ok((self.lease_epoch, out))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinishBody {
+    #[serde(rename = "leaseEpoch")]
+    pub lease_epoch: i64,
+    pub status: String,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(rename = "errorCode", default)]
+    pub error_code: Option<String>,
+}
+
+/// A validated finish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finish {
+    pub lease_epoch: i64,
+    pub status: String,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub error_code: Option<String>,
+}
+
+impl Finish {
+    /// The `done` event's data: the run's terminal result as a client sees it.
+    pub fn done_json(&self) -> String {
+        let mut m = serde_json::Map::new();
+        m.insert("status".into(), self.status.clone().into());
+        if let Some(r) = &self.result {
+            m.insert("result".into(), r.clone());
+        }
+        if let Some(e) = &self.error {
+            m.insert("error".into(), e.clone().into());
+        }
+        if let Some(c) = &self.error_code {
+            m.insert("errorCode".into(), c.clone().into());
+        }
+        Value::Object(m).to_string()
+    }
+}
+
+impl FinishBody {
+    pub fn validate(self) -> Result<Finish, ApiError> {
+        if !FINISH_STATUSES.contains(&self.status.as_str()) {
+            return Err(ApiError::invalid_field(
+                "status",
+                format!("must be one of {}", FINISH_STATUSES.join(", ")),
+            ));
+        }
+        if self.error.as_ref().is_some_and(|e| e.len() > OBJECTIVE_MAX) {
+            return Err(ApiError::invalid_field(
+                "error",
+                format!("exceeds {OBJECTIVE_MAX} bytes"),
+            ));
+        }
+        if let Some(c) = &self.error_code {
+            if c.is_empty()
+                || c.len() > 64
+                || !c
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+            {
+                return Err(ApiError::invalid_field(
+                    "errorCode",
+                    "must be 1..64 characters of A-Z a-z 0-9 _ . -",
+                ));
+            }
+        }
+        Ok(Finish {
+            lease_epoch: self.lease_epoch,
+            status: self.status,
+            result: self.result.filter(|r| !r.is_null()),
+            error: self.error,
+            error_code: self.error_code,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerBody {
+    pub message: String,
+}
+
+impl SteerBody {
+    pub fn validate(self) -> Result<String, ApiError> {
+        if self.message.trim().is_empty() {
+            return Err(ApiError::invalid_field("message", "must not be empty"));
+        }
+        if self.message.len() > STEER_MAX {
+            return Err(ApiError::invalid_field(
+                "message",
+                format!("exceeds {STEER_MAX} bytes"),
+            ));
+        }
+        Ok(self.message)
+    }
+}
+
+/// `POST /v1/tasks`: a submission plus how to answer it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskBody {
+    #[serde(rename = "sessionId")]
+    pub session_id: String,
+    pub objective: String,
+    #[serde(rename = "taskId", default)]
+    pub task_id: Option<String>,
+    #[serde(default)]
+    pub meta: Option<Value>,
+    /// `false`: wait for the terminal result and answer with JSON. Default: stream SSE.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(rename = "waitMs", default)]
+    pub wait_ms: Option<u64>,
+}
+
+/// How a task submission is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskMode {
+    Stream,
+    /// Wait up to this many milliseconds for the terminal result.
+    Wait(u64),
+}
+
+impl TaskBody {
+    pub fn validate(self) -> Result<(SubmitRun, TaskMode), ApiError> {
+        let mode = match self.stream {
+            Some(false) => {
+                let ms = self.wait_ms.unwrap_or(TASK_WAIT_DEFAULT_MS);
+                if ms > TASK_WAIT_MAX_MS {
+                    return Err(ApiError::invalid_field(
+                        "waitMs",
+                        format!("must be at most {TASK_WAIT_MAX_MS}"),
+                    ));
+                }
+                TaskMode::Wait(ms)
+            }
+            _ => {
+                if self.wait_ms.is_some() {
+                    return Err(ApiError::invalid_field(
+                        "waitMs",
+                        "applies only with \"stream\": false",
+                    ));
+                }
+                TaskMode::Stream
+            }
+        };
+        let submit = SubmitRunBody {
+            session_id: self.session_id,
+            objective: self.objective,
+            task_id: self.task_id,
+            meta: self.meta,
+        }
+        .validate()?;
+        Ok((submit, mode))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, ApiError> {
+        crate::wire::parse_body::<T>(json.as_bytes()).map(|(_, t)| t)
+    }
+
+    #[test]
+    fn lease_waits_are_capped_at_25_seconds() {
+        let (id, wait) = parse::<LeaseBody>(r#"{"runnerId":"r1","waitMs":99999}"#)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!((id.as_str(), wait), ("r1", 25_000));
+        assert!(parse::<LeaseBody>(r#"{"runnerId":"r/1"}"#)
+            .unwrap()
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn event_batches_are_1_to_500_well_named_events_and_never_done() {
+        let ok = parse::<EventsBody>(r#"{"leaseEpoch":1,"events":[{"type":"text_delta","data":{"delta":"a"}},{"type":"x"}]}"#)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(ok.1[1].data, "{}");
+        for bad in [
+            r#"{"leaseEpoch":1,"events":[]}"#,
+            r#"{"leaseEpoch":1,"events":[{"type":"done"}]}"#,
+            r#"{"leaseEpoch":1,"events":[{"type":"a b"}]}"#,
+            r#"{"leaseEpoch":1,"events":[{"type":"a","eventId":""}]}"#,
+        ] {
+            assert_eq!(
+                parse::<EventsBody>(bad)
+                    .unwrap()
+                    .validate()
+                    .unwrap_err()
+                    .status,
+                400,
+                "{bad}"
+            );
+        }
+        let many = format!(
+            r#"{{"leaseEpoch":1,"events":[{}]}}"#,
+            vec![r#"{"type":"a"}"#; 501].join(",")
+        );
+        assert!(parse::<EventsBody>(&many).unwrap().validate().is_err());
+    }
+
+    #[test]
+    fn finish_takes_only_terminal_words_and_builds_the_done_result() {
+        let f = parse::<FinishBody>(
+            r#"{"leaseEpoch":2,"status":"failed","error":"boom","errorCode":"tool.crash"}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(
+            f.done_json(),
+            r#"{"error":"boom","errorCode":"tool.crash","status":"failed"}"#
+        );
+        for bad in ["running", "suspended", "done", "COMPLETED"] {
+            let json = format!(r#"{{"leaseEpoch":1,"status":"{bad}"}}"#);
+            assert!(
+                parse::<FinishBody>(&json).unwrap().validate().is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn tasks_stream_by_default_and_wait_only_when_asked() {
+        let (_, m) = parse::<TaskBody>(r#"{"sessionId":"s","objective":"o"}"#)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(m, TaskMode::Stream);
+        let (_, m) = parse::<TaskBody>(r#"{"sessionId":"s","objective":"o","stream":false}"#)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(m, TaskMode::Wait(TASK_WAIT_DEFAULT_MS));
+        assert!(
+            parse::<TaskBody>(r#"{"sessionId":"s","objective":"o","waitMs":5}"#)
+                .unwrap()
+                .validate()
+                .is_err()
+        );
+    }
+}

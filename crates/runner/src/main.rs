@@ -1,0 +1,282 @@
+//! `sema-runner`: a reference runner. It leases runs from a Sema Edge server, executes each objective
+//! as a small script (see `script.rs`), streams `text_delta` events, heartbeats (noticing cancel and
+//! steer messages), and finishes each run. Runs offline against `scripts/dev`.
+//!
+//! ```text
+//! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
+//!             [--max-runs N]
+//! ```
+//! Without `--token` it speaks local mode (`X-Sema-Role: runner`).
+
+mod script;
+
+use script::Step;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+#[derive(Clone)]
+struct Config {
+    url: String,
+    runner_id: String,
+    token: Option<String>,
+    concurrency: usize,
+    max_runs: Option<usize>,
+}
+
+fn parse_args() -> Result<Config, String> {
+    let mut cfg = Config {
+        url: "http://127.0.0.1:8787".into(),
+        runner_id: format!("runner-{}", std::process::id()),
+        token: None,
+        concurrency: 1,
+        max_runs: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--url" => cfg.url = value()?.trim_end_matches('/').to_owned(),
+            "--runner-id" => cfg.runner_id = value()?,
+            "--token" => cfg.token = Some(value()?),
+            "--concurrency" => cfg.concurrency = value()?.parse().map_err(|_| "bad --concurrency")?,
+            "--max-runs" => cfg.max_runs = Some(value()?.parse().map_err(|_| "bad --max-runs")?),
+            "-h" | "--help" => {
+                return Err("usage: sema-runner [--url URL] [--runner-id ID] [--token TOKEN] [--concurrency N] [--max-runs N]".into())
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(cfg)
+}
+
+/// The HTTP side: one agent per worker thread.
+struct Client {
+    agent: ureq::Agent,
+    cfg: Config,
+}
+
+enum Reply {
+    Ok(Value),
+    NoContent,
+    LeaseLost,
+}
+
+impl Client {
+    fn post(&self, path: &str, body: Value) -> Result<Reply, String> {
+        let mut req = self
+            .agent
+            .post(&format!("{}{path}", self.cfg.url))
+            .set("content-type", "application/json");
+        req = match &self.cfg.token {
+            Some(t) => req.set("authorization", &format!("Bearer {t}")),
+            None => req.set("x-sema-role", "runner"),
+        };
+        match req.send_string(&body.to_string()) {
+            Ok(r) if r.status() == 204 => Ok(Reply::NoContent),
+            Ok(r) => r.into_json().map(Reply::Ok).map_err(|e| e.to_string()),
+            Err(ureq::Error::Status(409, r)) => {
+                let v: Value = r.into_json().unwrap_or_default();
+                if v["errorCode"] == "lease_lost" {
+                    Ok(Reply::LeaseLost)
+                } else {
+                    Err(format!("409 {v}"))
+                }
+            }
+            Err(ureq::Error::Status(code, r)) => Err(format!(
+                "{path}: {code} {}",
+                r.into_string().unwrap_or_default()
+            )),
+            Err(e) => Err(format!("{path}: {e}")),
+        }
+    }
+}
+
+/// What ended a run's script.
+enum Outcome {
+    Completed(String),
+    Failed(String, &'static str),
+    Cancelled,
+    LeaseLost,
+}
+
+struct Run<'a> {
+    client: &'a Client,
+    task_id: String,
+    epoch: i64,
+    text: String,
+    next_event: u64,
+}
+
+impl Run<'_> {
+    fn path(&self, verb: &str) -> String {
+        format!("/v1/runs/{}/{verb}", self.task_id)
+    }
+
+    /// Heartbeats; applies steer messages (as `steering_injected` events). `Some(outcome)` ends the run.
+    fn beat(&mut self) -> Result<Option<Outcome>, String> {
+        let reply = self
+            .client
+            .post(&self.path("heartbeat"), json!({"leaseEpoch": self.epoch}))?;
+        let Reply::Ok(v) = reply else {
+            return Ok(Some(Outcome::LeaseLost));
+        };
+        let steer = v["steer"].as_array().cloned().unwrap_or_default();
+        if !steer.is_empty() {
+            let events: Vec<Value> = steer
+                .iter()
+                .map(|m| json!({"type": "steering_injected", "data": {"message": m["message"], "steerSeq": m["seq"]}}))
+                .collect();
+            if let Some(o) = self.append(events)? {
+                return Ok(Some(o));
+            }
+        }
+        if v["cancelRequested"] == true {
+            return Ok(Some(Outcome::Cancelled));
+        }
+        Ok(None)
+    }
+
+    fn append(&mut self, mut events: Vec<Value>) -> Result<Option<Outcome>, String> {
+        for e in &mut events {
+            self.next_event += 1;
+            // Unique per run: a lease epoch is never reused, and the counter is per lease.
+            e["eventId"] = json!(format!("{}-{}", self.epoch, self.next_event));
+        }
+        match self.client.post(
+            &self.path("events"),
+            json!({"leaseEpoch": self.epoch, "events": events}),
+        )? {
+            Reply::LeaseLost => Ok(Some(Outcome::LeaseLost)),
+            _ => Ok(None),
+        }
+    }
+
+    fn execute(&mut self, steps: &[Step]) -> Result<Outcome, String> {
+        for step in steps {
+            if let Some(o) = self.beat()? {
+                return Ok(o);
+            }
+            match step {
+                Step::Say(text) => {
+                    let pieces = script::deltas(text);
+                    for chunk in pieces.chunks(500) {
+                        let events = chunk
+                            .iter()
+                            .map(|d| json!({"type": "text_delta", "data": {"delta": d}}))
+                            .collect();
+                        if let Some(o) = self.append(events)? {
+                            return Ok(o);
+                        }
+                    }
+                    if !self.text.is_empty() {
+                        self.text.push('\n');
+                    }
+                    self.text.push_str(&pieces.concat());
+                }
+                Step::Sleep(ms) => {
+                    let until = Instant::now() + Duration::from_millis(*ms);
+                    while Instant::now() < until {
+                        std::thread::sleep(
+                            (until - Instant::now()).min(Duration::from_millis(250)),
+                        );
+                        if let Some(o) = self.beat()? {
+                            return Ok(o);
+                        }
+                    }
+                }
+                Step::Fail(message) => {
+                    return Ok(Outcome::Failed(message.clone(), "runner.script_failed"))
+                }
+                Step::Ask(kind) => {
+                    return Ok(Outcome::Failed(
+                        format!("gate {kind:?}: this runner cannot park runs yet"),
+                        "runner.unsupported_gate",
+                    ))
+                }
+            }
+        }
+        Ok(Outcome::Completed(std::mem::take(&mut self.text)))
+    }
+
+    fn finish(&self, outcome: Outcome) -> Result<(), String> {
+        let body = match outcome {
+            Outcome::LeaseLost => return Ok(()),
+            Outcome::Completed(text) => {
+                json!({"leaseEpoch": self.epoch, "status": "completed", "result": {"text": text}})
+            }
+            Outcome::Failed(error, code) => {
+                json!({"leaseEpoch": self.epoch, "status": "failed", "error": error, "errorCode": code})
+            }
+            Outcome::Cancelled => {
+                json!({"leaseEpoch": self.epoch, "status": "cancelled", "error": "cancelled by user"})
+            }
+        };
+        self.client.post(&self.path("finish"), body).map(|_| ())
+    }
+}
+
+fn worker(cfg: Config, index: usize) {
+    let client = Client {
+        agent: ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(60))
+            .build(),
+        cfg: Config {
+            runner_id: format!("{}-{index}", cfg.runner_id),
+            ..cfg.clone()
+        },
+    };
+    let mut done = 0;
+    while cfg.max_runs.is_none_or(|m| done < m) {
+        let lease = client.post(
+            "/v1/runner/lease",
+            json!({"runnerId": client.cfg.runner_id, "waitMs": 5000}),
+        );
+        let lease = match lease {
+            Ok(Reply::Ok(v)) => v,
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("sema-runner: lease failed: {e}");
+                std::thread::sleep(Duration::from_millis(500));
+                continue;
+            }
+        };
+        let mut run = Run {
+            client: &client,
+            task_id: lease["taskId"].as_str().unwrap_or_default().to_owned(),
+            epoch: lease["leaseEpoch"].as_i64().unwrap_or_default(),
+            text: String::new(),
+            next_event: 0,
+        };
+        let steps = script::parse(lease["objective"].as_str().unwrap_or_default());
+        let outcome = run
+            .execute(&steps)
+            .unwrap_or_else(|e| Outcome::Failed(e, "runner.error"));
+        if let Err(e) = run.finish(outcome) {
+            eprintln!("sema-runner: finish of {} failed: {e}", run.task_id);
+        }
+        done += 1;
+    }
+}
+
+fn main() {
+    let cfg = match parse_args() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    eprintln!(
+        "sema-runner {} leasing from {} with {} worker(s)",
+        cfg.runner_id, cfg.url, cfg.concurrency
+    );
+    let handles: Vec<_> = (0..cfg.concurrency)
+        .map(|i| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || worker(cfg, i))
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}

@@ -1,0 +1,155 @@
+//! Runner protocol handlers: lease (long-poll on D1), heartbeat (fenced, on D1), and the writes that
+//! go through the session's Durable Object so subscribers see them live: events and finish.
+//!
+//! Every call after the lease carries `leaseEpoch`; the store checks it in the WHERE clause of each
+//! write, and a stale epoch answers `409 lease_lost` with nothing written.
+
+use super::error::{json, Failure};
+use super::runs::read_json_body;
+use crate::{d1::store, platform, session_do};
+use sema_core::{
+    auth::{Principal, Role},
+    hex,
+    ids::TaskId,
+    runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
+    store::RunStore,
+    wire, ApiError,
+};
+use std::time::Duration;
+use worker::{Env, Request, Response};
+
+/// How many lease candidates one attempt tries before polling again.
+const LEASE_CANDIDATES: i64 = 8;
+
+pub fn require_runner(principal: &Principal) -> Result<(), Failure> {
+    match principal.role {
+        Role::Runner | Role::Operator => Ok(()),
+        Role::Client => Err(ApiError::forbidden("runner routes need a runner credential").into()),
+    }
+}
+
+/// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
+pub async fn lease(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+) -> Result<Response, Failure> {
+    require_runner(principal)?;
+    let (_, body): (_, LeaseBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (runner_id, wait_ms) = body.validate()?;
+    let store = store(env)?;
+    let deadline = platform::now_ms() + wait_ms as i64;
+    let mut pause = 50u64;
+    loop {
+        if let Some(l) = store
+            .lease(&runner_id, platform::now_ms(), LEASE_CANDIDATES)
+            .await?
+        {
+            let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
+            let body = serde_json::json!({
+                "taskId": l.task_id,
+                "sessionId": l.session_id,
+                "leaseEpoch": l.lease_epoch,
+                "objective": l.objective,
+                "meta": meta,
+                "lastSeq": l.last_seq,
+            });
+            return Ok(json(200, body.to_string()));
+        }
+        let left = deadline - platform::now_ms();
+        if left <= 0 {
+            return Ok(Response::empty()?.with_status(204));
+        }
+        worker::Delay::from(Duration::from_millis(pause.min(left as u64))).await;
+        pause = (pause * 2).min(500);
+    }
+}
+
+/// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}]}`; each steer message is
+/// delivered once, in order.
+pub async fn heartbeat(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+    task_id: &TaskId,
+) -> Result<Response, Failure> {
+    require_runner(principal)?;
+    let (_, body): (_, HeartbeatBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let delivery_id = hex::encode(&platform::random::<16>()?);
+    let beat = store(env)?
+        .heartbeat(
+            task_id.as_str(),
+            body.lease_epoch,
+            &delivery_id,
+            platform::now_ms(),
+        )
+        .await?
+        .ok_or_else(ApiError::lease_lost)?;
+    let steer: Vec<_> = beat
+        .steer
+        .iter()
+        .map(|(seq, message)| serde_json::json!({"seq": seq, "message": message}))
+        .collect();
+    let body = serde_json::json!({"cancelRequested": beat.cancel_requested, "steer": steer});
+    Ok(json(200, body.to_string()))
+}
+
+/// The session of a run a runner addresses (404 when the run does not exist).
+async fn session_of(env: &Env, task_id: &TaskId) -> Result<String, Failure> {
+    Ok(store(env)?
+        .get_run(task_id.as_str())
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?
+        .session_id)
+}
+
+/// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
+pub async fn append(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+    task_id: &TaskId,
+) -> Result<Response, Failure> {
+    require_runner(principal)?;
+    let (_, body): (_, EventsBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (lease_epoch, events) = body.validate()?;
+    let session = session_of(env, task_id).await?;
+    let call = session_do::Call::Append {
+        task_id: task_id.as_str().to_owned(),
+        lease_epoch,
+        events: events
+            .into_iter()
+            .map(|e| session_do::WireEvent {
+                kind: e.kind,
+                data: e.data,
+                event_id: e.event_id,
+            })
+            .collect(),
+    };
+    session_do::call(env, &session, &call).await
+}
+
+/// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
+pub async fn finish(
+    req: &mut Request,
+    env: &Env,
+    principal: &Principal,
+    task_id: &TaskId,
+) -> Result<Response, Failure> {
+    require_runner(principal)?;
+    let (_, body): (_, FinishBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let f = body.validate()?;
+    let session = session_of(env, task_id).await?;
+    let call = session_do::Call::Finish {
+        task_id: task_id.as_str().to_owned(),
+        finish: session_do::WireFinish {
+            lease_epoch: f.lease_epoch,
+            status: f.status.clone(),
+            result: f.result.as_ref().map(|r| r.to_string()),
+            error: f.error.clone(),
+            error_code: f.error_code.clone(),
+            done_json: f.done_json(),
+        },
+    };
+    session_do::call(env, &session, &call).await
+}
