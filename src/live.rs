@@ -46,6 +46,14 @@ impl Subscriber {
         }
     }
 
+    /// Sends the closing `done` frame even if its seq was already sent (a client that reconnects
+    /// after the end gets the same done frame again, so every stream ends with one), then closes.
+    fn finish_with(&mut self, seq: i64, frame: &str) {
+        self.last_sent = self.last_sent.max(seq);
+        self.raw(frame);
+        self.close();
+    }
+
     fn raw(&mut self, frame: &str) {
         if !self.closed && self.tx.unbounded_send(frame.as_bytes().to_vec()).is_err() {
             self.closed = true;
@@ -202,9 +210,25 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
                     return Ok(());
                 }
             }
-            // Ended without a runner's done event (cancelled, reaped): the done frame comes from the row.
-            let frame = sse::done_frame(run.last_seq + 1, &sse::done_result(&run));
-            sub.borrow_mut().send(run.last_seq + 1, &frame, true);
+            // The anchor is at or past the end: the closing frame is the ledger's `done` event if the
+            // runner finished the run, else (cancelled, reaped) a done built from the row at
+            // last_seq + 1. Either way it has the same id on every reconnect.
+            let last = store
+                .events_after(task_id, run.last_seq - 1, 1)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (seq, frame) = match last.first().filter(|e| e.kind == "done") {
+                Some(e) => {
+                    let result: serde_json::Value =
+                        serde_json::from_str(&e.data).unwrap_or_default();
+                    (e.seq, sse::done_frame(e.seq, &result))
+                }
+                None => (
+                    run.last_seq + 1,
+                    sse::done_frame(run.last_seq + 1, &sse::done_result(&run)),
+                ),
+            };
+            sub.borrow_mut().finish_with(seq, &frame);
             return Ok(());
         }
         break;

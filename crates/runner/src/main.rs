@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
-//!             [--max-runs N]
+//!             [--max-runs N] [--wait-ms MS]
 //! ```
 //! Without `--token` it speaks local mode (`X-Sema-Role: runner`).
 
@@ -21,6 +21,7 @@ struct Config {
     token: Option<String>,
     concurrency: usize,
     max_runs: Option<usize>,
+    wait_ms: u64,
 }
 
 fn parse_args() -> Result<Config, String> {
@@ -30,6 +31,7 @@ fn parse_args() -> Result<Config, String> {
         token: None,
         concurrency: 1,
         max_runs: None,
+        wait_ms: 5000,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -40,8 +42,9 @@ fn parse_args() -> Result<Config, String> {
             "--token" => cfg.token = Some(value()?),
             "--concurrency" => cfg.concurrency = value()?.parse().map_err(|_| "bad --concurrency")?,
             "--max-runs" => cfg.max_runs = Some(value()?.parse().map_err(|_| "bad --max-runs")?),
+            "--wait-ms" => cfg.wait_ms = value()?.parse().map_err(|_| "bad --wait-ms")?,
             "-h" | "--help" => {
-                return Err("usage: sema-runner [--url URL] [--runner-id ID] [--token TOKEN] [--concurrency N] [--max-runs N]".into())
+                return Err("usage: sema-runner [--url URL] [--runner-id ID] [--token TOKEN] [--concurrency N] [--max-runs N] [--wait-ms MS]".into())
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -229,7 +232,7 @@ fn worker(cfg: Config, index: usize) {
     while cfg.max_runs.is_none_or(|m| done < m) {
         let lease = client.post(
             "/v1/runner/lease",
-            json!({"runnerId": client.cfg.runner_id, "waitMs": 5000}),
+            json!({"runnerId": client.cfg.runner_id, "waitMs": cfg.wait_ms}),
         );
         let lease = match lease {
             Ok(Reply::Ok(v)) => v,

@@ -1,0 +1,13 @@
+//! Black-box tests of runs that really execute: the reference runner (`sema-runner`, a separate
+//! process) against a dedicated Worker (`SEMA_RUNNER_URL`), with SSE clients. The tests run one at a
+//! time (scripts/test passes `--test-threads=1`): runners lease any unheld run, so each test owns the
+//! whole server while it runs and leaves every run it made terminal.
+
+#[path = "../api/helpers.rs"]
+#[allow(dead_code)]
+mod helpers;
+mod sse;
+
+mod execution;
+mod protocol;
+mod tasks;

@@ -1,0 +1,160 @@
+use crate::sse::{client, lease, ledger, run, runner_client, submit};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+#[test]
+fn two_runners_racing_for_leases_never_share_one() {
+    let tasks: BTreeSet<String> = (0..16).map(|_| submit("say x").0).collect();
+    let got: Vec<Vec<(String, i64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ["racer-a", "racer-b"]
+            .iter()
+            .map(|id| {
+                s.spawn(move || {
+                    let mut mine = vec![];
+                    while let Some(l) = lease(id) {
+                        mine.push((
+                            l["taskId"].as_str().unwrap().to_owned(),
+                            l["leaseEpoch"].as_i64().unwrap(),
+                        ));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let a: BTreeSet<_> = got[0].iter().map(|(t, _)| t.clone()).collect();
+    let b: BTreeSet<_> = got[1].iter().map(|(t, _)| t.clone()).collect();
+    assert!(
+        a.is_disjoint(&b),
+        "shared leases: {:?}",
+        a.intersection(&b).collect::<Vec<_>>()
+    );
+    assert!(
+        tasks.is_subset(&a.union(&b).cloned().collect()),
+        "some runs were never leased"
+    );
+    assert_eq!(
+        got[0].len() + got[1].len(),
+        a.len() + b.len(),
+        "a runner leased one run twice"
+    );
+    for (task, epoch) in got.iter().flatten() {
+        let r = runner_client().post_json(
+            &format!("/v1/runs/{task}/finish"),
+            &json!({"leaseEpoch": epoch, "status": "completed"}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+}
+
+#[test]
+fn a_write_with_a_stale_epoch_changes_nothing() {
+    let (task, _) = submit("manual");
+    let l = lease("manual-runner").expect("a lease");
+    assert_eq!(l["taskId"], task.as_str());
+    assert_eq!(l["objective"], "manual");
+    let epoch = l["leaseEpoch"].as_i64().unwrap();
+    let rc = runner_client();
+    let path = |verb: &str| format!("/v1/runs/{task}/{verb}");
+    let ok = rc.post_json(
+        &path("events"),
+        &json!({"leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": "a"}}]}),
+    );
+    assert_eq!(ok.json()["seqs"], json!([1]));
+    for stale in [epoch - 1, epoch + 1] {
+        rc.post_json(
+            &path("events"),
+            &json!({"leaseEpoch": stale, "events": [{"type": "x"}]}),
+        )
+        .assert_refusal(409, "lease_lost");
+        rc.post_json(&path("heartbeat"), &json!({"leaseEpoch": stale}))
+            .assert_refusal(409, "lease_lost");
+        rc.post_json(
+            &path("finish"),
+            &json!({"leaseEpoch": stale, "status": "completed"}),
+        )
+        .assert_refusal(409, "lease_lost");
+    }
+    assert_eq!(ledger(&task).len(), 1);
+    assert_eq!(run(&task)["status"], "running");
+    let beat = rc.post_json(&path("heartbeat"), &json!({"leaseEpoch": epoch}));
+    assert_eq!(beat.json(), json!({"cancelRequested": false, "steer": []}));
+    let done = rc.post_json(
+        &path("finish"),
+        &json!({"leaseEpoch": epoch, "status": "blocked", "error": "needs a human"}),
+    );
+    assert_eq!(done.json()["status"], "blocked");
+    // Write-once: a second finish with the right epoch is refused too.
+    rc.post_json(
+        &path("finish"),
+        &json!({"leaseEpoch": epoch, "status": "completed"}),
+    )
+    .assert_refusal(409, "lease_lost");
+    let book = ledger(&task);
+    assert_eq!(book.len(), 2);
+    assert_eq!(book[1]["type"], "done");
+    assert_eq!(
+        book[1]["data"],
+        json!({"status": "blocked", "error": "needs a human"})
+    );
+}
+
+#[test]
+fn runner_routes_need_a_runner_credential_and_valid_bodies() {
+    client()
+        .post_json("/v1/runner/lease", &json!({"runnerId": "r"}))
+        .assert_refusal(403, "forbidden");
+    let rc = runner_client();
+    rc.post_json("/v1/runner/lease", &json!({"runnerId": "bad id"}))
+        .assert_refusal(400, "invalid_request");
+    let (task, _) = submit("manual");
+    let l = lease("validator").expect("a lease");
+    let epoch = l["leaseEpoch"].as_i64().unwrap();
+    let path = format!("/v1/runs/{task}/events");
+    for body in [
+        json!({"leaseEpoch": epoch, "events": []}),
+        json!({"leaseEpoch": epoch, "events": [{"type": "done"}]}),
+        json!({"leaseEpoch": epoch, "events": [{"type": "ok", "extra": 1}]}),
+        json!({"events": [{"type": "ok"}]}),
+    ] {
+        rc.post_json(&path, &body)
+            .assert_refusal(400, "invalid_request");
+    }
+    let too_many: Vec<_> = (0..501).map(|_| json!({"type": "t"})).collect();
+    rc.post_json(&path, &json!({"leaseEpoch": epoch, "events": too_many}))
+        .assert_refusal(400, "invalid_request");
+    let dup = json!({"leaseEpoch": epoch, "events": [{"type": "t", "eventId": "same"}]});
+    assert_eq!(rc.post_json(&path, &dup).status, 200);
+    rc.post_json(&path, &dup)
+        .assert_refusal(409, "conflict.duplicate_event_id");
+    rc.post_json(
+        &format!("/v1/runs/{task}/finish"),
+        &json!({"leaseEpoch": epoch, "status": "running"}),
+    )
+    .assert_refusal(400, "invalid_request");
+    let done = rc.post_json(
+        &format!("/v1/runs/{task}/finish"),
+        &json!({"leaseEpoch": epoch, "status": "completed"}),
+    );
+    assert_eq!(done.status, 200);
+    assert_eq!(
+        ledger(&task).len(),
+        2,
+        "only the first duplicate-id event and done were written"
+    );
+}
+
+#[test]
+fn an_idle_lease_request_long_polls_then_answers_204() {
+    let start = std::time::Instant::now();
+    let r = runner_client().post_json(
+        "/v1/runner/lease",
+        &json!({"runnerId": "idle", "waitMs": 600}),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert!(
+        start.elapsed() >= std::time::Duration::from_millis(500),
+        "answered before waiting"
+    );
+}
