@@ -3,6 +3,10 @@
 //! ```text
 //! sema-bench --url URL events-latency [--samples N]   append → SSE receipt latency (one event per call)
 //! sema-bench --url URL events-ingest [--batches N] [--batch-size K] [--runs R]
+//! sema-bench --url URL admission [--per-level N]     submits to fresh sessions at concurrency 1/8/32/128
+//! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
+//! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
+//! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
@@ -186,6 +190,198 @@ fn events_ingest(ctx: &Ctx, batches: usize, batch_size: usize, runs: usize) {
     );
 }
 
+/// Sends one request, returning (status, latency ms); transport errors count as status 0.
+fn timed_submit(agent: &ureq::Agent, url: &str, session: &str) -> (u16, f64) {
+    let t = Instant::now();
+    let status = match agent
+        .post(&format!("{url}/v1/runs"))
+        .set("content-type", "application/json")
+        .send_string(&json!({"sessionId": session, "objective": "bench"}).to_string())
+    {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(_) => 0,
+    };
+    (status, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn summary(mut lat: Vec<f64>) -> Value {
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    json!({"p50_ms": percentile(&lat, 50.0), "p95_ms": percentile(&lat, 95.0), "p99_ms": percentile(&lat, 99.0)})
+}
+
+/// Admissions into distinct fresh sessions, at increasing concurrency.
+fn admission(ctx: &Ctx, per_level: usize) {
+    for conc in [1usize, 8, 32, 128] {
+        let n = per_level.max(conc);
+        let per_thread = n / conc;
+        let start = Instant::now();
+        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..conc)
+                .map(|_| {
+                    s.spawn(|| {
+                        let agent = ureq::AgentBuilder::new()
+                            .timeout(Duration::from_secs(30))
+                            .build();
+                        (0..per_thread)
+                            .map(|_| timed_submit(&agent, &ctx.url, &unique("adm")))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let elapsed = start.elapsed().as_secs_f64();
+        let ok = results.iter().filter(|(s, _)| *s == 202).count();
+        let mut line = summary(results.iter().map(|(_, l)| *l).collect());
+        line["scenario"] = json!("admission");
+        line["concurrency"] = json!(conc);
+        line["requests"] = json!(results.len());
+        line["errors"] = json!(results.len() - ok);
+        line["per_s"] = json!(ok as f64 / elapsed);
+        println!("{line}");
+    }
+}
+
+/// `contenders` simultaneous submits to each of `sessions` fresh sessions: exactly one 202 each.
+fn contention(ctx: &Ctx, sessions: usize, contenders: usize) {
+    let mut conflicts = vec![];
+    let mut exactly_one = 0;
+    let mut other = 0;
+    let start = Instant::now();
+    for _ in 0..sessions {
+        let session = unique("cont");
+        let barrier = std::sync::Barrier::new(contenders);
+        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..contenders)
+                .map(|_| {
+                    let (barrier, session) = (&barrier, &session);
+                    s.spawn(move || {
+                        let agent = ureq::AgentBuilder::new()
+                            .timeout(Duration::from_secs(30))
+                            .build();
+                        barrier.wait();
+                        timed_submit(&agent, &ctx.url, session)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if results.iter().filter(|(s, _)| *s == 202).count() == 1 {
+            exactly_one += 1;
+        }
+        other += results
+            .iter()
+            .filter(|(s, _)| *s != 202 && *s != 409)
+            .count();
+        conflicts.extend(results.iter().filter(|(s, _)| *s == 409).map(|(_, l)| *l));
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut line = summary(conflicts.clone());
+    line["scenario"] = json!("contention");
+    line["sessions"] = json!(sessions);
+    line["contenders"] = json!(contenders);
+    line["sessions_with_exactly_one_202"] = json!(exactly_one);
+    line["conflicts_409"] = json!(conflicts.len());
+    line["errors"] = json!(other);
+    line["requests_per_s"] = json!((sessions * contenders) as f64 / elapsed);
+    println!("{line}");
+}
+
+/// `subscribers` SSE clients on one run; `events` appended one per call; per-delivery latency.
+fn fanout(ctx: &Ctx, subscribers: usize, events: usize) {
+    let (task, epoch) = ctx.leased_run();
+    let (tx, rx) = mpsc::channel::<(i64, Instant)>();
+    let ready = std::sync::Arc::new(std::sync::Barrier::new(subscribers + 1));
+    let readers: Vec<_> = (0..subscribers)
+        .map(|_| {
+            let (tx, url, ready) = (
+                tx.clone(),
+                format!("{}/v1/runs/{task}/events", ctx.url),
+                ready.clone(),
+            );
+            std::thread::spawn(move || {
+                let resp = ureq::get(&url).set("accept", "text/event-stream").call();
+                ready.wait();
+                let Ok(resp) = resp else { return };
+                for line in BufReader::new(resp.into_reader()).lines() {
+                    let Ok(line) = line else { return };
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        let _ = tx.send((id.parse().unwrap_or(-1), Instant::now()));
+                    }
+                    if line.contains("\"type\":\"done\"") {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    ready.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sent_at = std::collections::HashMap::new();
+    for i in 0..events {
+        let t = Instant::now();
+        let r = ctx.post(
+            &format!("/v1/runs/{task}/events"),
+            Some("runner"),
+            json!({"leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
+        );
+        sent_at.insert(r["seqs"][0].as_i64().unwrap_or(-1), t);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ctx.finish(&task, epoch);
+    for r in readers {
+        let _ = r.join();
+    }
+    let mut lat = vec![];
+    for (seq, at) in rx.iter() {
+        if let Some(t) = sent_at.get(&seq) {
+            lat.push(at.duration_since(*t).as_secs_f64() * 1000.0);
+        }
+    }
+    let received = lat.len();
+    let mut line = summary(lat);
+    line["scenario"] = json!("fanout");
+    line["subscribers"] = json!(subscribers);
+    line["events"] = json!(events);
+    line["deliveries"] = json!(received);
+    line["missing"] = json!(subscribers * events - received);
+    println!("{line}");
+}
+
+/// The storage ceiling: single-row INSERT transactions per second on a SQLite file (WAL).
+fn sqlite_tx(rows: usize) {
+    let dir = std::env::temp_dir().join(unique("sema-sqlite-tx"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conn = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        .unwrap();
+    for (label, sync) in [
+        ("synchronous=FULL", "FULL"),
+        ("synchronous=NORMAL", "NORMAL"),
+    ] {
+        conn.pragma_update(None, "synchronous", sync).unwrap();
+        let start = Instant::now();
+        for i in 0..rows {
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            conn.execute("INSERT INTO t (v) VALUES (?1)", [format!("row {i}")])
+                .unwrap();
+            conn.execute_batch("COMMIT").unwrap();
+        }
+        let per_s = rows as f64 / start.elapsed().as_secs_f64();
+        println!(
+            "{}",
+            json!({"scenario": "sqlite-tx", "mode": label, "rows": rows, "tx_per_s": per_s, "sqlite": rusqlite::version()})
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut url = "http://127.0.0.1:8787".to_owned();
@@ -214,8 +410,12 @@ fn main() {
             flag("--batch-size", 100),
             flag("--runs", 2),
         ),
+        Some("admission") => admission(&ctx, flag("--per-level", 256)),
+        Some("contention") => contention(&ctx, flag("--sessions", 50), flag("--contenders", 100)),
+        Some("fanout") => fanout(&ctx, flag("--subscribers", 100), flag("--events", 100)),
+        Some("sqlite-tx") => sqlite_tx(flag("--rows", 2000)),
         _ => {
-            eprintln!("usage: sema-bench [--url URL] events-latency [--samples N] | events-ingest [--batches N] [--batch-size K] [--runs R]");
+            eprintln!("usage: sema-bench [--url URL] events-latency|events-ingest|admission|contention|fanout|sqlite-tx [options]");
             std::process::exit(2);
         }
     }

@@ -184,3 +184,27 @@ fn a_failing_script_finishes_failed_with_its_message() {
     );
     let _ = unique("x");
 }
+
+#[test]
+fn an_open_stream_gets_a_heartbeat_frame_every_15_seconds() {
+    use std::io::{BufRead, BufReader};
+    let (task, _) = submit("manual");
+    let start = std::time::Instant::now();
+    let resp = ureq::AgentBuilder::new()
+        .timeout_read(std::time::Duration::from_secs(25))
+        .build()
+        .get(&format!("{}/v1/runs/{task}/events", crate::sse::server()))
+        .set("accept", "text/event-stream")
+        .call()
+        .unwrap();
+    let mut lines = BufReader::new(resp.into_reader()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!(first, "event: heartbeat");
+    assert_eq!(lines.next().unwrap().unwrap(), "data: {}");
+    assert!(
+        elapsed >= std::time::Duration::from_secs(14),
+        "heartbeat after {elapsed:?}"
+    );
+    assert_eq!(client().cancel(&task).json()["status"], "cancelled");
+}
