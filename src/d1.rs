@@ -7,15 +7,60 @@ use sema_core::{
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
     store::{Executor, SqlStore},
 };
+use std::{cell::Cell, rc::Rc};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, D1Result, Env};
 
-/// D1 as the store's executor (SQLite dialect).
-pub struct D1Exec(D1Database);
+/// D1 as the store's executor (SQLite dialect), counting what it costs.
+pub struct D1Exec {
+    db: D1Database,
+    meter: Rc<Meter>,
+}
 
-/// The run store over the `DB` binding.
-pub fn store(env: &Env) -> Result<SqlStore<D1Exec>, worker::Error> {
-    Ok(SqlStore::new(D1Exec(env.d1("DB")?)))
+/// D1 round trips and statements spent on one request (reported in the `x-sema-d1` header, so the
+/// cost of each operation is measured, not guessed).
+#[derive(Debug, Default)]
+pub struct Meter {
+    round_trips: Cell<u32>,
+    statements: Cell<u32>,
+}
+
+impl Meter {
+    pub fn add(&self, round_trips: u32, statements: u32) {
+        self.round_trips.set(self.round_trips.get() + round_trips);
+        self.statements.set(self.statements.get() + statements);
+    }
+
+    /// `round-trips=N; statements=M`.
+    pub fn header(&self) -> String {
+        format!(
+            "round-trips={}; statements={}",
+            self.round_trips.get(),
+            self.statements.get()
+        )
+    }
+
+    /// Adds the counts of a header written by [`Meter::header`] (a Durable Object's share).
+    pub fn add_header(&self, header: &str) {
+        let num = |key: &str| {
+            header
+                .split(';')
+                .filter_map(|p| p.trim().strip_prefix(key))
+                .find_map(|v| v.parse::<u32>().ok())
+                .unwrap_or(0)
+        };
+        self.add(num("round-trips="), num("statements="));
+    }
+}
+
+pub const METER_HEADER: &str = "x-sema-d1";
+
+/// The run store over the `DB` binding, charging `meter`.
+pub fn store(env: &Env, meter: &Rc<Meter>) -> Result<SqlStore<D1Exec>, worker::Error> {
+    Ok(SqlStore::new(D1Exec {
+        db: env.d1("DB")?,
+        meter: meter.clone(),
+    }))
 }
 
 fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError> {
@@ -72,14 +117,16 @@ impl Executor for D1Exec {
     async fn batch(&self, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
         let prepared = stmts
             .iter()
-            .map(|s| prepare(&self.0, s))
+            .map(|s| prepare(&self.db, s))
             .collect::<Result<Vec<_>, _>>()?;
-        let results = self.0.batch(prepared).await.map_err(to_db_error)?;
+        self.meter.add(1, stmts.len() as u32);
+        let results = self.db.batch(prepared).await.map_err(to_db_error)?;
         results.iter().map(outcome).collect()
     }
 
     async fn run(&self, stmt: &Stmt) -> Result<Outcome, DbError> {
-        let result = prepare(&self.0, stmt)?.all().await.map_err(to_db_error)?;
+        self.meter.add(1, 1);
+        let result = prepare(&self.db, stmt)?.all().await.map_err(to_db_error)?;
         outcome(&result)
     }
 }

@@ -177,7 +177,8 @@ pub async fn replay_then_tail(env: Env, task_id: String, sub: Sub) {
 }
 
 async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
-    let store = d1::store(env).map_err(|e| e.to_string())?;
+    // A replay is not part of any request's cost (it outlives the request that opened it).
+    let store = d1::store(env, &Default::default()).map_err(|e| e.to_string())?;
     let mut cursor = sub.borrow().last_sent;
     // Catch up in pages; once the run is terminal, one more read completes the ledger for good.
     loop {

@@ -11,10 +11,11 @@
 //! final judge, so the single-active invariant never depends on the object's storage.
 
 use crate::{
-    d1::store,
+    d1::METER_HEADER,
     http::{
         error::{json, respond, Failure},
         runs::replayed,
+        Cx,
     },
     live::{self, Hub},
     platform,
@@ -99,14 +100,19 @@ pub struct WireFinish {
 }
 
 /// Sends `call` to the object of `session_id` and returns its response as the client's response.
-pub async fn call(env: &Env, session_id: &str, call: &Call) -> Result<Response, Failure> {
-    let stub = env.durable_object("SESSION")?.get_by_name(session_id)?;
+pub async fn call(cx: &Cx, session_id: &str, call: &Call) -> Result<Response, Failure> {
+    let stub = cx.env.durable_object("SESSION")?.get_by_name(session_id)?;
     let body = serde_json::to_string(call).map_err(|e| Failure::Infra(e.to_string()))?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&body)));
     let req = Request::new_with_init("https://session.internal/call", &init)?;
-    Ok(stub.fetch_with_request(req).await?)
+    let resp = stub.fetch_with_request(req).await?;
+    // The object's D1 cost is part of this request's.
+    if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
+        cx.meter.add_header(&share);
+    }
+    Ok(resp)
 }
 
 const STATE_KEY: &str = "state";
@@ -132,16 +138,19 @@ impl DurableObject for SessionDo {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let cx = Cx::new(self.env.clone());
         let outcome = match req.json::<Call>().await {
-            Ok(call) => self.dispatch(call).await,
+            Ok(call) => self.dispatch(&cx, call).await,
             Err(e) => Err(Failure::Infra(format!("session object call: {e}"))),
         };
-        Ok(respond(outcome))
+        let resp = respond(outcome);
+        let _ = resp.headers().set(METER_HEADER, &cx.meter.header());
+        Ok(resp)
     }
 }
 
 impl SessionDo {
-    async fn dispatch(&self, call: Call) -> Result<Response, Failure> {
+    async fn dispatch(&self, cx: &Cx, call: Call) -> Result<Response, Failure> {
         match call {
             // Streams and waits hold the mutex only while admitting, never while streaming.
             Call::Subscribe {
@@ -150,7 +159,8 @@ impl SessionDo {
                 meta,
             } => {
                 let first = if meta {
-                    let run = store(&self.env)?
+                    let run = cx
+                        .store()?
                         .get_run(&task_id)
                         .await?
                         .ok_or_else(|| ApiError::not_found("run"))?;
@@ -162,12 +172,12 @@ impl SessionDo {
             }
             Call::Wait { task_id, wait_ms } => {
                 let done = self.hub.wait_done(&task_id);
-                self.wait_for(&task_id, done, wait_ms).await
+                self.wait_for(cx, &task_id, done, wait_ms).await
             }
             Call::AdmitStream(input) => {
                 let admitted = {
                     let _serialised = self.lock.lock().await;
-                    self.admit(input.clone()).await
+                    self.admit(cx, input.clone()).await
                 };
                 self.stream_admission(&input, admitted).await
             }
@@ -176,25 +186,26 @@ impl SessionDo {
                     let _serialised = self.lock.lock().await;
                     // Registered before admitting, so a run that ends at once is not missed.
                     let done = self.hub.wait_done(&input.task_id);
-                    (self.admit(input.clone()).await, done)
+                    (self.admit(cx, input.clone()).await, done)
                 };
-                self.wait_admission(&input, admitted, done, wait_ms).await
+                self.wait_admission(cx, &input, admitted, done, wait_ms)
+                    .await
             }
             other => {
                 let _serialised = self.lock.lock().await;
                 match other {
-                    Call::Admit(input) => self.admit(input).await,
+                    Call::Admit(input) => self.admit(cx, input).await,
                     Call::Cancel {
                         task_id,
                         session_id,
-                    } => self.cancel(&task_id, &session_id).await,
+                    } => self.cancel(cx, &task_id, &session_id).await,
                     Call::Append {
                         task_id,
                         lease_epoch,
                         events,
-                    } => self.append(&task_id, lease_epoch, events).await,
-                    Call::Finish { task_id, finish } => self.finish(&task_id, finish).await,
-                    Call::Steer { task_id, message } => self.steer(&task_id, &message).await,
+                    } => self.append(cx, &task_id, lease_epoch, events).await,
+                    Call::Finish { task_id, finish } => self.finish(cx, &task_id, finish).await,
+                    Call::Steer { task_id, message } => self.steer(cx, &task_id, &message).await,
                     Call::Subscribe { .. }
                     | Call::Wait { .. }
                     | Call::AdmitStream(_)
@@ -255,6 +266,7 @@ impl SessionDo {
     /// result (200), or with its current state (202) when it is still going.
     async fn wait_admission(
         &self,
+        cx: &Cx,
         input: &AdmitInput,
         admitted: Result<Response, Failure>,
         done: futures_channel::oneshot::Receiver<()>,
@@ -267,18 +279,19 @@ impl SessionDo {
         let task_id = admitted_task_id(resp)
             .await
             .unwrap_or_else(|| input.task_id.clone());
-        self.wait_for(&task_id, done, wait_ms).await
+        self.wait_for(cx, &task_id, done, wait_ms).await
     }
 
     /// Waits up to `wait_ms` for `task_id` to end: its terminal result (200), or its state (202).
     async fn wait_for(
         &self,
+        cx: &Cx,
         task_id: &str,
         done: futures_channel::oneshot::Receiver<()>,
         wait_ms: u64,
     ) -> Result<Response, Failure> {
         let task_id = task_id.to_owned();
-        let store = store(&self.env)?;
+        let store = cx.store()?;
         let ended = |run: &RunRow| status::is_terminal(&run.status);
         let current = store
             .get_run(&task_id)
@@ -310,6 +323,7 @@ impl SessionDo {
 
     async fn append(
         &self,
+        cx: &Cx,
         task_id: &str,
         lease_epoch: i64,
         events: Vec<WireEvent>,
@@ -323,7 +337,7 @@ impl SessionDo {
             })
             .collect();
         let now = platform::now_ms();
-        let appended = match store(&self.env)?
+        let appended = match cx.store()?
             .append_events(task_id, lease_epoch, &new, now)
             .await
         {
@@ -357,8 +371,8 @@ impl SessionDo {
         }
     }
 
-    async fn finish(&self, task_id: &str, f: WireFinish) -> Result<Response, Failure> {
-        let store = store(&self.env)?;
+    async fn finish(&self, cx: &Cx, task_id: &str, f: WireFinish) -> Result<Response, Failure> {
+        let store = cx.store()?;
         let done_seq = store
             .finish_run(
                 task_id,
@@ -388,8 +402,9 @@ impl SessionDo {
         Ok(json(200, body))
     }
 
-    async fn steer(&self, task_id: &str, message: &str) -> Result<Response, Failure> {
-        match store(&self.env)?
+    async fn steer(&self, cx: &Cx, task_id: &str, message: &str) -> Result<Response, Failure> {
+        match cx
+            .store()?
             .add_steer(task_id, message, platform::now_ms())
             .await?
         {
@@ -439,10 +454,10 @@ impl SessionDo {
         Ok(())
     }
 
-    async fn admit(&self, input: AdmitInput) -> Result<Response, Failure> {
+    async fn admit(&self, cx: &Cx, input: AdmitInput) -> Result<Response, Failure> {
         let state = self.load().await?;
         match admission::decide(&state, &input) {
-            AdmitDecision::Write => self.write_run(state, &input, true).await,
+            AdmitDecision::Write => self.write_run(cx, state, &input, true).await,
             AdmitDecision::SameTask(admitted) => admitted_response(202, &admitted),
             AdmitDecision::Replay(r) => Ok(replayed(r.status, r.body)),
             AdmitDecision::Refuse(e) => Err(e.into()),
@@ -453,11 +468,12 @@ impl SessionDo {
     /// after releasing a D1 claim whose holder is provably dead (terminal or missing row).
     async fn write_run(
         &self,
+        cx: &Cx,
         mut state: SessionState,
         input: &AdmitInput,
         heal: bool,
     ) -> Result<Response, Failure> {
-        let store = store(&self.env)?;
+        let store = cx.store()?;
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let preview = objective_preview(&input.objective);
         let instance = instance_id(&self.env);
@@ -502,7 +518,7 @@ impl SessionDo {
                 self.save(state).await?;
                 Err(ApiError::not_found("session").into())
             }
-            CreateRun::Held(holder) => self.adopt_d1_claim(state, input, holder, heal).await,
+            CreateRun::Held(holder) => self.adopt_d1_claim(cx, state, input, holder, heal).await,
             CreateRun::TaskIdTaken(run) => task_id_taken(input, run),
             CreateRun::KeyBound(bound) => {
                 let (_, fingerprint) = input
@@ -518,6 +534,7 @@ impl SessionDo {
     /// and try once more.
     async fn adopt_d1_claim(
         &self,
+        cx: &Cx,
         mut state: SessionState,
         input: &AdmitInput,
         holder: Option<ClaimHolder>,
@@ -526,7 +543,7 @@ impl SessionDo {
         let Some(holder) = holder else {
             // Released between the batch and the read: the session is free now.
             return if heal {
-                Box::pin(self.write_run(state, input, false)).await
+                Box::pin(self.write_run(cx, state, input, false)).await
             } else {
                 Err(base_conflict(&input.session_id, None))
             };
@@ -556,17 +573,15 @@ impl SessionDo {
                 Err(refusal.into())
             }
             _ if heal => {
-                store(&self.env)?.release_claim_of(&holder.task_id).await?;
-                Box::pin(self.write_run(state, input, false)).await
+                cx.store()?.release_claim_of(&holder.task_id).await?;
+                Box::pin(self.write_run(cx, state, input, false)).await
             }
             _ => Err(base_conflict(&input.session_id, Some(&holder.task_id))),
         }
     }
 
-    async fn cancel(&self, task_id: &str, session_id: &str) -> Result<Response, Failure> {
-        let outcome = store(&self.env)?
-            .cancel(task_id, platform::now_ms())
-            .await?;
+    async fn cancel(&self, cx: &Cx, task_id: &str, session_id: &str) -> Result<Response, Failure> {
+        let outcome = cx.store()?.cancel(task_id, platform::now_ms()).await?;
         let mut state = self.load().await?;
         let holder_dead = outcome
             .run

@@ -6,6 +6,7 @@
 //! sema-bench --url URL admission [--per-level N]     submits to fresh sessions at concurrency 1/8/32/128
 //! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
+//! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
@@ -382,6 +383,129 @@ fn sqlite_tx(rows: usize) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// D1 cost per operation, read from the `x-sema-d1` header the Worker sets (it counts every round
+/// trip and statement its executor sends, the session object's included). Independent of machine noise.
+fn cost(ctx: &Ctx) {
+    let call = |method: &str,
+                path: &str,
+                role: Option<&str>,
+                body: Option<Value>,
+                key: Option<&str>|
+     -> (u16, String, Value) {
+        let mut req = ctx.agent.request(method, &format!("{}{path}", ctx.url));
+        if let Some(r) = role {
+            req = req.set("x-sema-role", r);
+        }
+        if let Some(k) = key {
+            req = req.set("idempotency-key", k);
+        }
+        let res = match body {
+            Some(b) => req
+                .set("content-type", "application/json")
+                .send_string(&b.to_string()),
+            None => req.call(),
+        };
+        let resp = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{path}: {e}"),
+        };
+        let meter = resp.header("x-sema-d1").unwrap_or_default().to_owned();
+        let status = resp.status();
+        (status, meter, resp.into_json().unwrap_or(Value::Null))
+    };
+    let report = |op: &str, status: u16, meter: &str| {
+        let num = |k: &str| {
+            meter
+                .split(';')
+                .find_map(|p| p.trim().strip_prefix(k))
+                .and_then(|v| v.parse::<u32>().ok())
+        };
+        println!(
+            "{}",
+            json!({"scenario": "cost", "op": op, "status": status, "d1_round_trips": num("round-trips="), "d1_statements": num("statements=")})
+        );
+    };
+    let session = unique("cost");
+    let (s, m, v) = call(
+        "POST",
+        "/v1/runs",
+        None,
+        Some(json!({"sessionId": session, "objective": "x"})),
+        None,
+    );
+    report("admission (new session)", s, &m);
+    let task = v["taskId"].as_str().unwrap_or_default().to_owned();
+    let (s, m, _) = call(
+        "POST",
+        "/v1/runs",
+        None,
+        Some(json!({"sessionId": session, "objective": "y"})),
+        None,
+    );
+    report("conflicting submit (409)", s, &m);
+    let keyed = json!({"sessionId": unique("cost"), "objective": "x"});
+    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed.clone()), Some("k1"));
+    report("admission with Idempotency-Key", s, &m);
+    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed), Some("k1"));
+    report("idempotent replay (same key, same body)", s, &m);
+    let (s, m, _) = call("GET", &format!("/v1/runs/{task}"), None, None, None);
+    report("read run", s, &m);
+    // Lease our run: nothing else is unheld on the bench server except the two keyed runs above.
+    let mut epoch = 0;
+    for _ in 0..4 {
+        let (s, m, v) = call(
+            "POST",
+            "/v1/runner/lease",
+            Some("runner"),
+            Some(json!({"runnerId": "cost"})),
+            None,
+        );
+        report("lease", s, &m);
+        if v["taskId"] == task.as_str() {
+            epoch = v["leaseEpoch"].as_i64().unwrap_or_default();
+            break;
+        }
+    }
+    let (s, m, _) = call(
+        "POST",
+        &format!("/v1/runs/{task}/heartbeat"),
+        Some("runner"),
+        Some(json!({"leaseEpoch": epoch})),
+        None,
+    );
+    report("heartbeat", s, &m);
+    let events: Vec<Value> = (0..100)
+        .map(|i| json!({"type": "text_delta", "data": {"delta": format!("{i}")}}))
+        .collect();
+    let (s, m, _) = call(
+        "POST",
+        &format!("/v1/runs/{task}/events"),
+        Some("runner"),
+        Some(json!({"leaseEpoch": epoch, "events": events})),
+        None,
+    );
+    report("event batch (100 events)", s, &m);
+    let (s, m, _) = call(
+        "POST",
+        &format!("/v1/runs/{task}/events"),
+        Some("runner"),
+        Some(json!({"leaseEpoch": epoch, "events": [{"type": "x"}]})),
+        None,
+    );
+    report("event batch (1 event)", s, &m);
+    let (s, m, _) = call(
+        "POST",
+        &format!("/v1/runs/{task}/finish"),
+        Some("runner"),
+        Some(json!({"leaseEpoch": epoch, "status": "completed"})),
+        None,
+    );
+    report("finish", s, &m);
+    let (s, m, _) = call("POST", &format!("/v1/runs/{task}/cancel"), None, None, None);
+    report("cancel (already terminal)", s, &m);
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut url = "http://127.0.0.1:8787".to_owned();
@@ -414,6 +538,7 @@ fn main() {
         Some("contention") => contention(&ctx, flag("--sessions", 50), flag("--contenders", 100)),
         Some("fanout") => fanout(&ctx, flag("--subscribers", 100), flag("--events", 100)),
         Some("sqlite-tx") => sqlite_tx(flag("--rows", 2000)),
+        Some("cost") => cost(&ctx),
         _ => {
             eprintln!("usage: sema-bench [--url URL] events-latency|events-ingest|admission|contention|fanout|sqlite-tx [options]");
             std::process::exit(2);

@@ -6,7 +6,8 @@
 
 use super::error::{json, Failure};
 use super::runs::read_json_body;
-use crate::{d1::store, platform, session_do};
+use super::Cx;
+use crate::{platform, session_do};
 use sema_core::{
     auth::{Principal, Role},
     hex,
@@ -16,7 +17,7 @@ use sema_core::{
     wire, ApiError,
 };
 use std::time::Duration;
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 /// How many lease candidates one attempt tries before polling again.
 const LEASE_CANDIDATES: i64 = 8;
@@ -29,15 +30,11 @@ pub fn require_runner(principal: &Principal) -> Result<(), Failure> {
 }
 
 /// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
-pub async fn lease(
-    req: &mut Request,
-    env: &Env,
-    principal: &Principal,
-) -> Result<Response, Failure> {
+pub async fn lease(req: &mut Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     require_runner(principal)?;
     let (_, body): (_, LeaseBody) = wire::parse_body(&read_json_body(req).await?)?;
     let (runner_id, wait_ms) = body.validate()?;
-    let store = store(env)?;
+    let store = cx.store()?;
     let deadline = platform::now_ms() + wait_ms as i64;
     let mut pause = 50u64;
     loop {
@@ -69,14 +66,15 @@ pub async fn lease(
 /// delivered once, in order.
 pub async fn heartbeat(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
     let (_, body): (_, HeartbeatBody) = wire::parse_body(&read_json_body(req).await?)?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
-    let beat = store(env)?
+    let beat = cx
+        .store()?
         .heartbeat(
             task_id.as_str(),
             body.lease_epoch,
@@ -95,8 +93,9 @@ pub async fn heartbeat(
 }
 
 /// The session of a run a runner addresses (404 when the run does not exist).
-async fn session_of(env: &Env, task_id: &TaskId) -> Result<String, Failure> {
-    Ok(store(env)?
+async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
+    Ok(cx
+        .store()?
         .get_run(task_id.as_str())
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?
@@ -106,14 +105,14 @@ async fn session_of(env: &Env, task_id: &TaskId) -> Result<String, Failure> {
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
 pub async fn append(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
     let (_, body): (_, EventsBody) = wire::parse_body(&read_json_body(req).await?)?;
     let (lease_epoch, events) = body.validate()?;
-    let session = session_of(env, task_id).await?;
+    let session = session_of(cx, task_id).await?;
     let call = session_do::Call::Append {
         task_id: task_id.as_str().to_owned(),
         lease_epoch,
@@ -126,20 +125,20 @@ pub async fn append(
             })
             .collect(),
     };
-    session_do::call(env, &session, &call).await
+    session_do::call(cx, &session, &call).await
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
 pub async fn finish(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
     let (_, body): (_, FinishBody) = wire::parse_body(&read_json_body(req).await?)?;
     let f = body.validate()?;
-    let session = session_of(env, task_id).await?;
+    let session = session_of(cx, task_id).await?;
     let call = session_do::Call::Finish {
         task_id: task_id.as_str().to_owned(),
         finish: session_do::WireFinish {
@@ -151,5 +150,5 @@ pub async fn finish(
             done_json: f.done_json(),
         },
     };
-    session_do::call(env, &session, &call).await
+    session_do::call(cx, &session, &call).await
 }

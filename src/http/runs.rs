@@ -4,7 +4,8 @@
 //! with the final response; reads go straight to D1.
 
 use super::error::{json, Failure};
-use crate::{d1::store, platform, session_do};
+use super::Cx;
+use crate::{platform, session_do};
 use sema_core::{
     admission::{AdmitInput, IdempotencyBinding},
     auth::{Principal, Role},
@@ -19,7 +20,7 @@ use sema_core::{
     wire::{self, SubmitRunBody, BODY_MAX},
     ApiError,
 };
-use worker::{Env, Request, Response};
+use worker::{Request, Response};
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
 
@@ -53,7 +54,7 @@ pub async fn read_json_body(req: &mut Request) -> Result<Vec<u8>, Failure> {
 /// `POST /v1/runs`.
 pub async fn submit(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
@@ -62,7 +63,7 @@ pub async fn submit(
     let (value, body): (_, SubmitRunBody) = wire::parse_body(&bytes)?;
     let submit = body.validate()?;
     let input = match admit_input(
-        env,
+        cx,
         principal,
         submit,
         raw_key.as_deref(),
@@ -75,7 +76,7 @@ pub async fn submit(
         Err(bound) => return replay(&bound, &idempotency::fingerprint(SUBMIT_ROUTE, &value)),
     };
     session_do::call(
-        env,
+        cx,
         &input.session_id.clone(),
         &session_do::Call::Admit(input),
     )
@@ -86,7 +87,7 @@ pub async fn submit(
 /// resolves the `Idempotency-Key`. `Err(binding)` when the key is already bound to this same request
 /// (the caller answers with the original run); a key bound to a different request is a 422.
 pub async fn admit_input(
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     submit: sema_core::wire::SubmitRun,
     raw_key: Option<&str>,
@@ -101,7 +102,7 @@ pub async fn admit_input(
             let key = idempotency::scoped_key(owner.as_deref(), raw);
             let fingerprint = idempotency::fingerprint(route, body);
             // A key already bound answers without touching the session.
-            if let Some(bound) = store(env)?.idempotency(&key).await? {
+            if let Some(bound) = cx.store()?.idempotency(&key).await? {
                 bound.answer(&fingerprint)?;
                 return Ok(Err(bound));
             }
@@ -141,11 +142,12 @@ pub fn replayed(status: u16, body: String) -> Response {
 
 /// Reads a run the principal may see; anything else is the same 404.
 pub async fn visible_run(
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<RunRow, Failure> {
-    let run = store(env)?
+    let run = cx
+        .store()?
         .get_run(task_id.as_str())
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
@@ -161,13 +163,13 @@ fn face_json(status: u16, run: &RunRow) -> Result<Response, Failure> {
 }
 
 /// `GET /v1/runs/{id}`.
-pub async fn get(env: &Env, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
     require_client_side(principal)?;
-    face_json(200, &visible_run(env, principal, task_id).await?)
+    face_json(200, &visible_run(cx, principal, task_id).await?)
 }
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
-pub async fn list(req: &Request, env: &Env, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     require_client_side(principal)?;
     let url = req.url()?;
     let q = RunListQuery::parse(url.query().unwrap_or(""))?;
@@ -175,7 +177,8 @@ pub async fn list(req: &Request, env: &Env, principal: &Principal) -> Result<Res
         Role::Operator => ListScope::All,
         _ => ListScope::Owner(principal.id.as_deref()),
     };
-    let mut runs = store(env)?
+    let mut runs = cx
+        .store()?
         .list_runs(
             &scope,
             q.session_id.as_deref(),
@@ -196,13 +199,9 @@ pub async fn list(req: &Request, env: &Env, principal: &Principal) -> Result<Res
 
 /// `POST /v1/runs/{id}/cancel`: a run no runner drives (or a parked one) is cancelled now and its
 /// claim released (200); a run a runner holds gets `cancelRequested` (202) and the runner finishes it.
-pub async fn cancel(
-    env: &Env,
-    principal: &Principal,
-    task_id: &TaskId,
-) -> Result<Response, Failure> {
+pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
     require_client_side(principal)?;
-    let store = store(env)?;
+    let store = cx.store()?;
     let session_id = match store.get_run(task_id.as_str()).await? {
         Some(run) => {
             if !principal.may_access(run.owner.as_deref()) {
@@ -229,19 +228,19 @@ pub async fn cancel(
         task_id: task_id.as_str().to_owned(),
         session_id: session_id.clone(),
     };
-    session_do::call(env, &session_id, &call).await
+    session_do::call(cx, &session_id, &call).await
 }
 
 /// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
 /// (or `?after=`) then the live tail until `done`; otherwise a JSON page of events after `?after=`.
 pub async fn events(
     req: &Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
-    let run = visible_run(env, principal, task_id).await?;
+    let run = visible_run(cx, principal, task_id).await?;
     let url = req.url()?;
     let mut after: Option<i64> = None;
     let mut limit: i64 = 500;
@@ -284,10 +283,11 @@ pub async fn events(
             after: after.unwrap_or(0),
             meta: false,
         };
-        return session_do::call(env, &run.session_id, &call).await;
+        return session_do::call(cx, &run.session_id, &call).await;
     }
     let after = after.unwrap_or(0);
-    let page = store(env)?
+    let page = cx
+        .store()?
         .events_after(task_id.as_str(), after, limit)
         .await?;
     let next_after = page.last().map_or(after, |e| e.seq);
@@ -317,7 +317,7 @@ pub async fn events(
 /// `POST /v1/runs/{id}/steer`: queue a message for the running turn (202); 409 if not running.
 pub async fn steer(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
@@ -325,19 +325,19 @@ pub async fn steer(
     let (_, body): (_, sema_core::runner_wire::SteerBody) =
         wire::parse_body(&read_json_body(req).await?)?;
     let message = body.validate()?;
-    let run = visible_run(env, principal, task_id).await?;
+    let run = visible_run(cx, principal, task_id).await?;
     let call = session_do::Call::Steer {
         task_id: task_id.as_str().to_owned(),
         message,
     };
-    session_do::call(env, &run.session_id, &call).await
+    session_do::call(cx, &run.session_id, &call).await
 }
 
 /// `POST /v1/tasks`: admit and stream (SSE: `meta`, live events, `done`), or with `"stream": false`
 /// wait for the terminal result (bounded by `waitMs`, then 202 with the run's state).
 pub async fn submit_task(
     req: &mut Request,
-    env: &Env,
+    cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
@@ -346,7 +346,7 @@ pub async fn submit_task(
     let (value, body): (_, sema_core::runner_wire::TaskBody) = wire::parse_body(&bytes)?;
     let (submit, mode) = body.validate()?;
     let input = admit_input(
-        env,
+        cx,
         principal,
         submit,
         raw_key.as_deref(),
@@ -361,7 +361,8 @@ pub async fn submit_task(
             let original: serde_json::Value =
                 serde_json::from_str(&bound.response_body).unwrap_or_default();
             let task_id = original["taskId"].as_str().unwrap_or_default().to_owned();
-            let run = store(env)?
+            let run = cx
+                .store()?
                 .get_run(&task_id)
                 .await?
                 .ok_or_else(|| ApiError::not_found("run"))?;
@@ -373,17 +374,17 @@ pub async fn submit_task(
                 },
                 TaskMode::Wait(wait_ms) => session_do::Call::Wait { task_id, wait_ms },
             };
-            return session_do::call(env, &run.session_id, &call).await;
+            return session_do::call(cx, &run.session_id, &call).await;
         }
     };
-    attach(env, input, mode).await
+    attach(cx, input, mode).await
 }
 
-async fn attach(env: &Env, input: AdmitInput, mode: TaskMode) -> Result<Response, Failure> {
+async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, Failure> {
     let session = input.session_id.clone();
     let call = match mode {
         TaskMode::Stream => session_do::Call::AdmitStream(input),
         TaskMode::Wait(wait_ms) => session_do::Call::AdmitWait { input, wait_ms },
     };
-    session_do::call(env, &session, &call).await
+    session_do::call(cx, &session, &call).await
 }

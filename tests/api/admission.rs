@@ -66,6 +66,15 @@ fn a_second_submit_to_a_busy_session_gets_the_byte_exact_running_conflict() {
     let second = c.submit(&session, json!({"objective": "another"}));
     assert_eq!(second.status, 409);
     assert_eq!(second.body, running_conflict_body(&task));
+    // Answered from the session object's memory: no D1 round trip at all.
+    assert_eq!(
+        second.header("x-sema-d1"),
+        Some("round-trips=0; statements=0")
+    );
+    assert_eq!(
+        first.header("x-sema-d1"),
+        Some("round-trips=1; statements=3")
+    );
     assert!(second
         .header("content-type")
         .unwrap()
