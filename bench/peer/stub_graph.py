@@ -3,6 +3,7 @@
 It gives LangGraph's in-memory dev server the same work Sema Edge's admission does without a runner:
 accept a run on a thread (session) and record it; the run itself finishes at once.
 """
+import time
 from typing import TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -10,10 +11,13 @@ from langgraph.graph import END, START, StateGraph
 
 class State(TypedDict, total=False):
     objective: str
+    hold_ms: int
     reply: str
 
 
 def echo(state: State) -> State:
+    # hold_ms keeps the thread busy, as a run a runner is still driving keeps a session busy.
+    time.sleep(state.get("hold_ms", 0) / 1000)
     return {"reply": state.get("objective", "")}
 
 

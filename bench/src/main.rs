@@ -7,6 +7,7 @@
 //! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
+//! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
@@ -506,6 +507,132 @@ fn cost(ctx: &Ctx) {
     report("cancel (already terminal)", s, &m);
 }
 
+/// A UUID-shaped id (LangGraph thread ids must be UUIDs).
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let h = format!(
+        "{:016x}{:016x}",
+        nanos,
+        n ^ (std::process::id() as u64) << 32
+    );
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// The peer's submit: a run on a thread with `multitask_strategy: "reject"` (one active run per
+/// thread), creating the thread if needed.
+fn peer_submit(agent: &ureq::Agent, url: &str, thread: &str, hold_ms: u64) -> (u16, f64) {
+    let t = Instant::now();
+    let body = json!({
+        "assistant_id": "stub",
+        "input": {"objective": "bench", "hold_ms": hold_ms},
+        "multitask_strategy": "reject",
+        "if_not_exists": "create",
+    });
+    let status = match agent
+        .post(&format!("{url}/threads/{thread}/runs"))
+        .set("content-type", "application/json")
+        .send_string(&body.to_string())
+    {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(_) => 0,
+    };
+    (status, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Admission scenario against the peer: runs on fresh threads at increasing concurrency.
+fn peer_admission(ctx: &Ctx, per_level: usize) {
+    for conc in [1usize, 8, 32, 128] {
+        let per_thread = per_level.max(conc) / conc;
+        let start = Instant::now();
+        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..conc)
+                .map(|_| {
+                    s.spawn(|| {
+                        let agent = ureq::AgentBuilder::new()
+                            .timeout(Duration::from_secs(60))
+                            .build();
+                        (0..per_thread)
+                            .map(|_| peer_submit(&agent, &ctx.url, &uuid_like(), 0))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let elapsed = start.elapsed().as_secs_f64();
+        let ok = results.iter().filter(|(s, _)| *s == 200).count();
+        let mut line = summary(results.iter().map(|(_, l)| *l).collect());
+        line["scenario"] = json!("peer-admission");
+        line["concurrency"] = json!(conc);
+        line["requests"] = json!(results.len());
+        line["errors"] = json!(results.len() - ok);
+        line["per_s"] = json!(ok as f64 / elapsed);
+        println!("{line}");
+    }
+}
+
+/// Contention against the peer: `contenders` simultaneous runs on one busy-able thread, `reject`.
+fn peer_contention(ctx: &Ctx, sessions: usize, contenders: usize) {
+    let mut rejected = vec![];
+    let (mut exactly_one, mut other) = (0, 0);
+    let mut accepted_total = 0;
+    for _ in 0..sessions {
+        let thread = uuid_like();
+        let barrier = std::sync::Barrier::new(contenders);
+        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..contenders)
+                .map(|_| {
+                    let (barrier, thread) = (&barrier, &thread);
+                    s.spawn(move || {
+                        let agent = ureq::AgentBuilder::new()
+                            .timeout(Duration::from_secs(60))
+                            .build();
+                        barrier.wait();
+                        peer_submit(&agent, &ctx.url, thread, 5_000)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let accepted = results.iter().filter(|(s, _)| *s == 200).count();
+        accepted_total += accepted;
+        if accepted == 1 {
+            exactly_one += 1;
+        }
+        other += results
+            .iter()
+            .filter(|(s, _)| *s != 200 && *s != 409)
+            .count();
+        rejected.extend(results.iter().filter(|(s, _)| *s == 409).map(|(_, l)| *l));
+    }
+    let mut line = summary(rejected.clone());
+    line["scenario"] = json!("peer-contention");
+    line["sessions"] = json!(sessions);
+    line["contenders"] = json!(contenders);
+    line["sessions_with_exactly_one_accepted"] = json!(exactly_one);
+    line["accepted_total"] = json!(accepted_total);
+    line["rejected_409"] = json!(rejected.len());
+    line["errors"] = json!(other);
+    println!("{line}");
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut url = "http://127.0.0.1:8787".to_owned();
@@ -539,6 +666,10 @@ fn main() {
         Some("fanout") => fanout(&ctx, flag("--subscribers", 100), flag("--events", 100)),
         Some("sqlite-tx") => sqlite_tx(flag("--rows", 2000)),
         Some("cost") => cost(&ctx),
+        Some("peer-admission") => peer_admission(&ctx, flag("--per-level", 256)),
+        Some("peer-contention") => {
+            peer_contention(&ctx, flag("--sessions", 10), flag("--contenders", 100))
+        }
         _ => {
             eprintln!("usage: sema-bench [--url URL] events-latency|events-ingest|admission|contention|fanout|sqlite-tx [options]");
             std::process::exit(2);
