@@ -18,6 +18,47 @@ use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// The label of the server under test (`--target`), stamped on every result line.
+static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// CPU seconds this process has used (user + system), from /proc/self/stat (Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
+/// Wall clock and CPU time at the previous result line (the load generator's own cost per line).
+static LAST: std::sync::Mutex<Option<(Instant, f64)>> = std::sync::Mutex::new(None);
+
+/// Prints one result line with the target label and the load generator's CPU share since the last.
+fn emit(mut line: Value) {
+    let now = (Instant::now(), cpu_seconds());
+    let mut last = LAST.lock().unwrap();
+    let (since, cpu0) = last.unwrap_or((START.get().copied().unwrap_or(now.0), 0.0));
+    let wall = now.0.duration_since(since).as_secs_f64();
+    *last = Some(now);
+    if let Some(obj) = line.as_object_mut() {
+        if let Some(t) = TARGET.get() {
+            obj.insert("target".into(), json!(t));
+        }
+        if wall > 0.0 {
+            obj.insert(
+                "load_generator_cpu_pct".into(),
+                json!((100.0 * (now.1 - cpu0) / wall).round()),
+            );
+        }
+    }
+    println!("{line}");
+}
+
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 struct Ctx {
     url: String,
     agent: ureq::Agent,
@@ -131,19 +172,16 @@ fn events_latency(ctx: &Ctx, samples: usize) {
     ctx.finish(&task, epoch);
     let _ = reader.join();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    println!(
-        "{}",
-        json!({
-            "scenario": "events-latency",
-            "samples": lat.len(),
-            "errors": errors,
-            "p50_ms": percentile(&lat, 50.0),
-            "p95_ms": percentile(&lat, 95.0),
-            "p99_ms": percentile(&lat, 99.0),
-            "max_ms": lat.last(),
-            "calls_per_s": samples as f64 / elapsed,
-        })
-    );
+    emit(json!({
+        "scenario": "events-latency",
+        "samples": lat.len(),
+        "errors": errors,
+        "p50_ms": percentile(&lat, 50.0),
+        "p95_ms": percentile(&lat, 95.0),
+        "p99_ms": percentile(&lat, 99.0),
+        "max_ms": lat.last(),
+        "calls_per_s": samples as f64 / elapsed,
+    }));
 }
 
 /// Batched appends on `runs` runs in parallel; events per second over the whole scenario.
@@ -178,18 +216,15 @@ fn events_ingest(ctx: &Ctx, batches: usize, batch_size: usize, runs: usize) {
     let mut calls: Vec<f64> = per_call.into_iter().flatten().collect();
     calls.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let total = (batches * batch_size * runs) as f64;
-    println!(
-        "{}",
-        json!({
-            "scenario": "events-ingest",
-            "runs": runs,
-            "batch_size": batch_size,
-            "events": total,
-            "events_per_s": total / elapsed,
-            "call_p50_ms": percentile(&calls, 50.0),
-            "call_p99_ms": percentile(&calls, 99.0),
-        })
-    );
+    emit(json!({
+        "scenario": "events-ingest",
+        "runs": runs,
+        "batch_size": batch_size,
+        "events": total,
+        "events_per_s": total / elapsed,
+        "call_p50_ms": percentile(&calls, 50.0),
+        "call_p99_ms": percentile(&calls, 99.0),
+    }));
 }
 
 /// Sends one request, returning (status, latency ms); transport errors count as status 0.
@@ -244,7 +279,7 @@ fn admission(ctx: &Ctx, per_level: usize) {
         line["requests"] = json!(results.len());
         line["errors"] = json!(results.len() - ok);
         line["per_s"] = json!(ok as f64 / elapsed);
-        println!("{line}");
+        emit(line);
     }
 }
 
@@ -290,7 +325,7 @@ fn contention(ctx: &Ctx, sessions: usize, contenders: usize) {
     line["conflicts_409"] = json!(conflicts.len());
     line["errors"] = json!(other);
     line["requests_per_s"] = json!((sessions * contenders) as f64 / elapsed);
-    println!("{line}");
+    emit(line);
 }
 
 /// `subscribers` SSE clients on one run; `events` appended one per call; per-delivery latency.
@@ -352,7 +387,7 @@ fn fanout(ctx: &Ctx, subscribers: usize, events: usize) {
     line["events"] = json!(events);
     line["deliveries"] = json!(received);
     line["missing"] = json!(subscribers * events - received);
-    println!("{line}");
+    emit(line);
 }
 
 /// The storage ceiling: single-row INSERT transactions per second on a SQLite file (WAL).
@@ -376,9 +411,8 @@ fn sqlite_tx(rows: usize) {
             conn.execute_batch("COMMIT").unwrap();
         }
         let per_s = rows as f64 / start.elapsed().as_secs_f64();
-        println!(
-            "{}",
-            json!({"scenario": "sqlite-tx", "mode": label, "rows": rows, "tx_per_s": per_s, "sqlite": rusqlite::version()})
+        emit(
+            json!({"scenario": "sqlite-tx", "mode": label, "rows": rows, "tx_per_s": per_s, "sqlite": rusqlite::version()}),
         );
     }
     let _ = std::fs::remove_dir_all(dir);
@@ -422,9 +456,8 @@ fn cost(ctx: &Ctx) {
                 .find_map(|p| p.trim().strip_prefix(k))
                 .and_then(|v| v.parse::<u32>().ok())
         };
-        println!(
-            "{}",
-            json!({"scenario": "cost", "op": op, "status": status, "d1_round_trips": num("round-trips="), "d1_statements": num("statements=")})
+        emit(
+            json!({"scenario": "cost", "op": op, "status": status, "d1_round_trips": num("round-trips="), "d1_statements": num("statements=")}),
         );
     };
     let session = unique("cost");
@@ -584,7 +617,7 @@ fn peer_admission(ctx: &Ctx, per_level: usize) {
         line["requests"] = json!(results.len());
         line["errors"] = json!(results.len() - ok);
         line["per_s"] = json!(ok as f64 / elapsed);
-        println!("{line}");
+        emit(line);
     }
 }
 
@@ -630,14 +663,20 @@ fn peer_contention(ctx: &Ctx, sessions: usize, contenders: usize) {
     line["accepted_total"] = json!(accepted_total);
     line["rejected_409"] = json!(rejected.len());
     line["errors"] = json!(other);
-    println!("{line}");
+    emit(line);
 }
 
 fn main() {
+    let _ = START.set(Instant::now());
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut url = "http://127.0.0.1:8787".to_owned();
     if let Some(i) = args.iter().position(|a| a == "--url") {
         url = args.get(i + 1).cloned().expect("--url needs a value");
+        args.drain(i..=i + 1);
+    }
+    if let Some(i) = args.iter().position(|a| a == "--target") {
+        let target = args.get(i + 1).cloned().expect("--target needs a value");
+        let _ = TARGET.set(target);
         args.drain(i..=i + 1);
     }
     let flag = |name: &str, default: usize| -> usize {
