@@ -157,7 +157,7 @@ def main():
         "",
         table(
             ["target", "sessions", "sessions with exactly one 202", "409s", "409 p50 ms", "409 p99 ms", "other errors"],
-            [[r["target"], r["sessions"], r["sessions_with_exactly_one_202"], r["conflicts_409"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in by["contention"]],
+            [[r["target"], r["sessions"], r["sessions_with_exactly_one_accepted"], r["conflicts_409"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in by["contention"]],
         ),
         "",
         "## 4. Events",
@@ -201,7 +201,7 @@ def main():
         "",
         table(
             ["peer contention", "sessions", "exactly one accepted", "accepted", "409s", "409 p50 ms", "409 p99 ms", "errors"],
-            [["reject", r["sessions"], r["sessions_with_exactly_one_accepted"], r["accepted_total"], r["rejected_409"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in by["peer-contention"]],
+            [["reject", r["sessions"], r["sessions_with_exactly_one_accepted"], r["accepted_total"], r["conflicts_409"], r["p50_ms"], r["p99_ms"], r["errors"]] for r in by["peer-contention"]],
         ),
         "",
         "## What the figures show",

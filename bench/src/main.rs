@@ -247,22 +247,25 @@ fn summary(mut lat: Vec<f64>) -> Value {
     json!({"p50_ms": percentile(&lat, 50.0), "p95_ms": percentile(&lat, 95.0), "p99_ms": percentile(&lat, 99.0)})
 }
 
-/// Admissions into distinct fresh sessions, at increasing concurrency.
-fn admission(ctx: &Ctx, per_level: usize) {
+/// Submits from `conc` threads at each concurrency level, `per_level` in all, each into a fresh
+/// session; `accepted` is the status of a successful submit. One result line per level.
+fn admission_levels(
+    scenario: &str,
+    per_level: usize,
+    accepted: u16,
+    submit: impl Fn(&ureq::Agent) -> (u16, f64) + Sync,
+) {
     for conc in [1usize, 8, 32, 128] {
-        let n = per_level.max(conc);
-        let per_thread = n / conc;
+        let per_thread = per_level.max(conc) / conc;
         let start = Instant::now();
         let results: Vec<(u16, f64)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..conc)
                 .map(|_| {
                     s.spawn(|| {
                         let agent = ureq::AgentBuilder::new()
-                            .timeout(Duration::from_secs(30))
+                            .timeout(Duration::from_secs(60))
                             .build();
-                        (0..per_thread)
-                            .map(|_| timed_submit(&agent, &ctx.url, &unique("adm")))
-                            .collect::<Vec<_>>()
+                        (0..per_thread).map(|_| submit(&agent)).collect::<Vec<_>>()
                     })
                 })
                 .collect();
@@ -272,9 +275,9 @@ fn admission(ctx: &Ctx, per_level: usize) {
                 .collect()
         });
         let elapsed = start.elapsed().as_secs_f64();
-        let ok = results.iter().filter(|(s, _)| *s == 202).count();
+        let ok = results.iter().filter(|(s, _)| *s == accepted).count();
         let mut line = summary(results.iter().map(|(_, l)| *l).collect());
-        line["scenario"] = json!("admission");
+        line["scenario"] = json!(scenario);
         line["concurrency"] = json!(conc);
         line["requests"] = json!(results.len());
         line["errors"] = json!(results.len() - ok);
@@ -283,49 +286,78 @@ fn admission(ctx: &Ctx, per_level: usize) {
     }
 }
 
-/// `contenders` simultaneous submits to each of `sessions` fresh sessions: exactly one 202 each.
-fn contention(ctx: &Ctx, sessions: usize, contenders: usize) {
+/// Admissions into distinct fresh sessions, at increasing concurrency.
+fn admission(ctx: &Ctx, per_level: usize) {
+    admission_levels("admission", per_level, 202, |agent| {
+        timed_submit(agent, &ctx.url, &unique("adm"))
+    });
+}
+
+/// `contenders` simultaneous submits to each of `sessions` fresh sessions (from `new_session`):
+/// counts sessions where exactly one was `accepted`, and the latency of the 409s.
+fn contention_rounds(
+    scenario: &str,
+    sessions: usize,
+    contenders: usize,
+    accepted: u16,
+    new_session: impl Fn() -> String,
+    submit: impl Fn(&ureq::Agent, &str) -> (u16, f64) + Sync,
+) {
     let mut conflicts = vec![];
-    let mut exactly_one = 0;
-    let mut other = 0;
+    let (mut exactly_one, mut accepted_total, mut other) = (0, 0, 0);
     let start = Instant::now();
     for _ in 0..sessions {
-        let session = unique("cont");
+        let session = new_session();
         let barrier = std::sync::Barrier::new(contenders);
         let results: Vec<(u16, f64)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..contenders)
                 .map(|_| {
-                    let (barrier, session) = (&barrier, &session);
+                    let (barrier, session, submit) = (&barrier, &session, &submit);
                     s.spawn(move || {
                         let agent = ureq::AgentBuilder::new()
-                            .timeout(Duration::from_secs(30))
+                            .timeout(Duration::from_secs(60))
                             .build();
                         barrier.wait();
-                        timed_submit(&agent, &ctx.url, session)
+                        submit(&agent, session)
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        if results.iter().filter(|(s, _)| *s == 202).count() == 1 {
+        let ok = results.iter().filter(|(s, _)| *s == accepted).count();
+        accepted_total += ok;
+        if ok == 1 {
             exactly_one += 1;
         }
         other += results
             .iter()
-            .filter(|(s, _)| *s != 202 && *s != 409)
+            .filter(|(s, _)| *s != accepted && *s != 409)
             .count();
         conflicts.extend(results.iter().filter(|(s, _)| *s == 409).map(|(_, l)| *l));
     }
     let elapsed = start.elapsed().as_secs_f64();
     let mut line = summary(conflicts.clone());
-    line["scenario"] = json!("contention");
+    line["scenario"] = json!(scenario);
     line["sessions"] = json!(sessions);
     line["contenders"] = json!(contenders);
-    line["sessions_with_exactly_one_202"] = json!(exactly_one);
+    line["sessions_with_exactly_one_accepted"] = json!(exactly_one);
+    line["accepted_total"] = json!(accepted_total);
     line["conflicts_409"] = json!(conflicts.len());
     line["errors"] = json!(other);
     line["requests_per_s"] = json!((sessions * contenders) as f64 / elapsed);
     emit(line);
+}
+
+/// `contenders` simultaneous submits to each of `sessions` fresh sessions: exactly one 202 each.
+fn contention(ctx: &Ctx, sessions: usize, contenders: usize) {
+    contention_rounds(
+        "contention",
+        sessions,
+        contenders,
+        202,
+        || unique("cont"),
+        |agent, session| timed_submit(agent, &ctx.url, session),
+    );
 }
 
 /// `subscribers` SSE clients on one run; `events` appended one per call; per-delivery latency.
@@ -588,82 +620,22 @@ fn peer_submit(agent: &ureq::Agent, url: &str, thread: &str, hold_ms: u64) -> (u
 
 /// Admission scenario against the peer: runs on fresh threads at increasing concurrency.
 fn peer_admission(ctx: &Ctx, per_level: usize) {
-    for conc in [1usize, 8, 32, 128] {
-        let per_thread = per_level.max(conc) / conc;
-        let start = Instant::now();
-        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..conc)
-                .map(|_| {
-                    s.spawn(|| {
-                        let agent = ureq::AgentBuilder::new()
-                            .timeout(Duration::from_secs(60))
-                            .build();
-                        (0..per_thread)
-                            .map(|_| peer_submit(&agent, &ctx.url, &uuid_like(), 0))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect()
-        });
-        let elapsed = start.elapsed().as_secs_f64();
-        let ok = results.iter().filter(|(s, _)| *s == 200).count();
-        let mut line = summary(results.iter().map(|(_, l)| *l).collect());
-        line["scenario"] = json!("peer-admission");
-        line["concurrency"] = json!(conc);
-        line["requests"] = json!(results.len());
-        line["errors"] = json!(results.len() - ok);
-        line["per_s"] = json!(ok as f64 / elapsed);
-        emit(line);
-    }
+    admission_levels("peer-admission", per_level, 200, |agent| {
+        peer_submit(agent, &ctx.url, &uuid_like(), 0)
+    });
 }
 
-/// Contention against the peer: `contenders` simultaneous runs on one busy-able thread, `reject`.
+/// Contention against the peer: `contenders` simultaneous runs on one thread, `reject`, the first
+/// holding the thread for 5 s.
 fn peer_contention(ctx: &Ctx, sessions: usize, contenders: usize) {
-    let mut rejected = vec![];
-    let (mut exactly_one, mut other) = (0, 0);
-    let mut accepted_total = 0;
-    for _ in 0..sessions {
-        let thread = uuid_like();
-        let barrier = std::sync::Barrier::new(contenders);
-        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..contenders)
-                .map(|_| {
-                    let (barrier, thread) = (&barrier, &thread);
-                    s.spawn(move || {
-                        let agent = ureq::AgentBuilder::new()
-                            .timeout(Duration::from_secs(60))
-                            .build();
-                        barrier.wait();
-                        peer_submit(&agent, &ctx.url, thread, 5_000)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let accepted = results.iter().filter(|(s, _)| *s == 200).count();
-        accepted_total += accepted;
-        if accepted == 1 {
-            exactly_one += 1;
-        }
-        other += results
-            .iter()
-            .filter(|(s, _)| *s != 200 && *s != 409)
-            .count();
-        rejected.extend(results.iter().filter(|(s, _)| *s == 409).map(|(_, l)| *l));
-    }
-    let mut line = summary(rejected.clone());
-    line["scenario"] = json!("peer-contention");
-    line["sessions"] = json!(sessions);
-    line["contenders"] = json!(contenders);
-    line["sessions_with_exactly_one_accepted"] = json!(exactly_one);
-    line["accepted_total"] = json!(accepted_total);
-    line["rejected_409"] = json!(rejected.len());
-    line["errors"] = json!(other);
-    emit(line);
+    contention_rounds(
+        "peer-contention",
+        sessions,
+        contenders,
+        200,
+        uuid_like,
+        |agent, thread| peer_submit(agent, &ctx.url, thread, 5_000),
+    );
 }
 
 fn main() {
