@@ -42,14 +42,19 @@ def findings(by, ceil):
     best = max((r["per_s"] for r in adm), default=0)
     cost = {r["op"]: r for r in by["cost"]}
     peer = max((r["per_s"] for r in by["peer-admission"]), default=0)
+    so = {r["what"]: r for r in by["session-object"]}
     lines = [
         f"- **Admission is the bottleneck, not the runtime:** at best {best:,.0f} admissions/s on workerd-direct, "
         f"{best / ceil['workerd-direct']['per_s']:.0%} of the trivial route's {ceil['workerd-direct']['per_s']:,.0f}/s, and "
-        f"{best / peer:.0%} of the in-memory peer's best {peer:,.0f}/s (which persists nothing). Each admission reaches a "
-        "new session's Durable Object, runs one D1 batch (1 round trip, 3 statements) and then writes the object's own "
-        "storage: two durable writes per run. A design problem, not yet isolated by measurement: D1 is the judge of the "
-        "claim, so the object could rebuild its state from D1 on a cold start instead of writing storage on every "
-        "admission; a run of this harness with that change would tell how much of the gap it closes.",
+        f"{best / peer:.0%} of the in-memory peer's best {peer:,.0f}/s (which persists nothing). Where the time goes (sequential, section 5b): the trivial route takes "
+        f"{so.get('GET /health', {}).get('p50_ms', 0):.1f} ms, an admission into an already-live session object "
+        f"{so.get('admission into a warm session object', {}).get('p50_ms', 0):.1f} ms (one Durable Object hop and one D1 batch), "
+        f"and an admission that creates a new session object {so.get('admission creating a new session object', {}).get('p50_ms', 0):.1f} ms. "
+        f"Creating the per-session object adds {so.get('admission creating a new session object', {}).get('p50_ms', 0) - so.get('admission into a warm session object', {}).get('p50_ms', 0):.1f} ms, "
+        "the largest single part of an admission into a fresh session. (An experiment that dropped the object's own "
+        "storage write changed nothing measurable, so that write is not the cost.) A design problem to weigh: every new "
+        "session pays an object creation; the single-active claim needs the per-session serialisation, so the remedy is "
+        "not to drop the object but to keep its first request cheap (no storage read when the session is new).",
         f"- **The conflict path costs no D1 round trip** ({cost.get('conflicting submit (409)', {}).get('d1_round_trips')} round trips, "
         "answered from the session object's memory); its latency under 100 simultaneous submits is queueing behind the "
         "one admission that holds the object's lock, on two shared cores.",
@@ -61,7 +66,7 @@ def findings(by, ceil):
         "subscribers on one run all receive every event (fan-out happens inside the session object, no D1 polling).",
         "- wrangler dev's reload proxy and per-request logging cost roughly a third of the trivial route's throughput "
         f"({ceil['wrangler-dev']['per_s']:,.0f}/s vs {ceil['workerd-direct']['per_s']:,.0f}/s) but little of admission, "
-        "which is bound by durable writes.",
+        "which is bound by the session object and D1.",
     ]
     return "\n".join(lines)
 
@@ -180,6 +185,10 @@ def main():
         "## 5. Cost per operation (D1, counted by the executor; independent of machine noise)",
         "",
         table(["operation", "HTTP status", "D1 round trips", "D1 statements"], [[r["op"], r["status"], r["d1_round_trips"], r["d1_statements"]] for r in by["cost"]]),
+        "",
+        "### 5b. Where admission time goes (sequential, workerd-direct)",
+        "",
+        table(["request", "samples", "p50 ms", "p95 ms", "p99 ms"], [[r["what"], r["samples"], r["p50_ms"], r["p95_ms"], r["p99_ms"]] for r in by["session-object"]]),
         "",
         "## 6. Peer: LangGraph's in-memory dev server",
         "",

@@ -6,6 +6,7 @@
 //! sema-bench --url URL admission [--per-level N]     submits to fresh sessions at concurrency 1/8/32/128
 //! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
+//! sema-bench --url URL session-object [--rounds N]  admission into a warm vs a new session object
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
@@ -638,6 +639,53 @@ fn peer_contention(ctx: &Ctx, sessions: usize, contenders: usize) {
     );
 }
 
+/// Where admission time goes: sequential submits into one warm session object (cancelled between
+/// submits) versus submits that each create a new session object; plus the trivial route.
+fn session_object(ctx: &Ctx, rounds: usize) {
+    let time = |f: &dyn Fn() -> Value| {
+        let t = Instant::now();
+        let v = f();
+        (t.elapsed().as_secs_f64() * 1000.0, v)
+    };
+    let warm_session = unique("warm");
+    let (mut warm, mut new, mut health) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (ms, v) = time(&|| {
+            ctx.post(
+                "/v1/runs",
+                None,
+                json!({"sessionId": warm_session, "objective": "x"}),
+            )
+        });
+        warm.push(ms);
+        if let Some(task) = v["taskId"].as_str() {
+            ctx.post(&format!("/v1/runs/{task}/cancel"), None, json!({}));
+        }
+        let (ms, _) = time(&|| {
+            ctx.post(
+                "/v1/runs",
+                None,
+                json!({"sessionId": unique("new"), "objective": "x"}),
+            )
+        });
+        new.push(ms);
+        let t = Instant::now();
+        let _ = ctx.agent.get(&format!("{}/health", ctx.url)).call();
+        health.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for (what, lat) in [
+        ("GET /health", health),
+        ("admission into a warm session object", warm),
+        ("admission creating a new session object", new),
+    ] {
+        let mut line = summary(lat);
+        line["scenario"] = json!("session-object");
+        line["what"] = json!(what);
+        line["samples"] = json!(rounds);
+        emit(line);
+    }
+}
+
 fn main() {
     let _ = START.set(Instant::now());
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -677,6 +725,7 @@ fn main() {
         Some("fanout") => fanout(&ctx, flag("--subscribers", 100), flag("--events", 100)),
         Some("sqlite-tx") => sqlite_tx(flag("--rows", 2000)),
         Some("cost") => cost(&ctx),
+        Some("session-object") => session_object(&ctx, flag("--rounds", 100)),
         Some("peer-admission") => peer_admission(&ctx, flag("--per-level", 256)),
         Some("peer-contention") => {
             peer_contention(&ctx, flag("--sessions", 10), flag("--contenders", 100))
