@@ -58,10 +58,11 @@ def findings(by, ceil):
         f"- **The conflict path costs no D1 round trip** ({cost.get('conflicting submit (409)', {}).get('d1_round_trips')} round trips, "
         "answered from the session object's memory); its latency under 100 simultaneous submits is queueing behind the "
         "one admission that holds the object's lock, on two shared cores.",
-        f"- **Event appends and finishes pay one extra D1 round trip** ({cost.get('event batch (1 event)', {}).get('d1_round_trips')} and "
-        f"{cost.get('finish', {}).get('d1_round_trips')}) to find the run's session before reaching its object. A design problem: "
-        "the lease already knows the session, so runner calls could carry it (or a signed lease token) and skip the lookup; "
-        "finish also reads the run back for its answer.",
+        f"- **Runner calls route by the run's session.** The first append or finish a Worker isolate sees for a run looks the "
+        f"session up in D1 ({cost.get('event batch (100 events; first call for the run in this isolate)', {}).get('d1_round_trips')} round trips); "
+        f"later calls hit an isolate-local memo (a run's session never changes), so an append costs "
+        f"{cost.get('event batch (1 event; later call)', {}).get('d1_round_trips')} round trip. Finish costs "
+        f"{cost.get('finish', {}).get('d1_round_trips')}: it also reads the run back for its answer, a round trip that could go.",
         "- **Live delivery is cheap:** an appended event reaches an SSE client in single-digit milliseconds at p50, and 100 "
         "subscribers on one run all receive every event (fan-out happens inside the session object, no D1 polling).",
         "- wrangler dev's reload proxy and per-request logging cost roughly a third of the trivial route's throughput "

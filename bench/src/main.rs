@@ -552,7 +552,11 @@ fn cost(ctx: &Ctx) {
         Some(json!({"leaseEpoch": epoch, "events": events})),
         None,
     );
-    report("event batch (100 events)", s, &m);
+    report(
+        "event batch (100 events; first call for the run in this isolate)",
+        s,
+        &m,
+    );
     let (s, m, _) = call(
         "POST",
         &format!("/v1/runs/{task}/events"),
@@ -560,7 +564,7 @@ fn cost(ctx: &Ctx) {
         Some(json!({"leaseEpoch": epoch, "events": [{"type": "x"}]})),
         None,
     );
-    report("event batch (1 event)", s, &m);
+    report("event batch (1 event; later call)", s, &m);
     let (s, m, _) = call(
         "POST",
         &format!("/v1/runs/{task}/finish"),

@@ -92,14 +92,35 @@ pub async fn heartbeat(
     Ok(json(200, body.to_string()))
 }
 
+/// Most task → session entries an isolate remembers before it starts over.
+const SESSION_CACHE_MAX: usize = 10_000;
+
+thread_local! {
+    /// A run's session never changes, so this isolate-local memo can never be stale; it saves the
+    /// D1 lookup on every append and finish after the first.
+    static SESSION_OF: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        Default::default();
+}
+
 /// The session of a run a runner addresses (404 when the run does not exist).
 async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
-    Ok(cx
+    if let Some(s) = SESSION_OF.with(|m| m.borrow().get(task_id.as_str()).cloned()) {
+        return Ok(s);
+    }
+    let session = cx
         .store()?
         .get_run(task_id.as_str())
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?
-        .session_id)
+        .session_id;
+    SESSION_OF.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= SESSION_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(task_id.as_str().to_owned(), session.clone());
+    });
+    Ok(session)
 }
 
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
