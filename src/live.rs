@@ -202,8 +202,9 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .map_err(|e| e.to_string())?
             .ok_or("run vanished")?;
         if sema_core::status::is_terminal(&run.status) {
+            // A terminal run's ledger is final and a `done` event, if any, is its last event.
             let tail = store
-                .events_after(task_id, cursor, i64::MAX >> 11)
+                .events_after(task_id, cursor, (run.last_seq - cursor).max(1))
                 .await
                 .map_err(|e| e.to_string())?;
             for e in &tail {
@@ -211,13 +212,18 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
                     return Ok(());
                 }
             }
-            // The anchor is at or past the end: the closing frame is the ledger's `done` event if the
-            // runner finished the run, else (cancelled, reaped) a done built from the row at
-            // last_seq + 1. Either way it has the same id on every reconnect.
-            let last = store
-                .events_after(task_id, run.last_seq - 1, 1)
-                .await
-                .map_err(|e| e.to_string())?;
+            // No `done` sent yet. The closing frame is the ledger's `done` event if the runner
+            // finished the run (only possible when the anchor was already past it, so re-read that
+            // one event), else (cancelled, reaped) a done built from the row at last_seq + 1. Either
+            // way it has the same id on every reconnect.
+            let last = if tail.is_empty() && run.last_seq > 0 {
+                store
+                    .events_after(task_id, run.last_seq - 1, 1)
+                    .await
+                    .map_err(|e| e.to_string())?
+            } else {
+                Vec::new()
+            };
             let (seq, frame) = match last.first().filter(|e| e.kind == "done") {
                 Some(e) => {
                     let result: serde_json::Value =

@@ -177,24 +177,28 @@ impl SessionDo {
             Call::AdmitStream(input) => {
                 let admitted = {
                     let _serialised = self.lock.lock().await;
-                    self.admit(cx, input.clone()).await
+                    self.admit(cx, &input).await
                 };
-                self.stream_admission(&input, admitted).await
+                self.stream_admission(&input, admitted)
             }
             Call::AdmitWait { input, wait_ms } => {
                 let (admitted, done) = {
                     let _serialised = self.lock.lock().await;
                     // Registered before admitting, so a run that ends at once is not missed.
                     let done = self.hub.wait_done(&input.task_id);
-                    (self.admit(cx, input.clone()).await, done)
+                    (self.admit(cx, &input).await, done)
                 };
-                self.wait_admission(cx, &input, admitted, done, wait_ms)
-                    .await
+                let admission = admitted.map_err(Refusal::into_failure)?;
+                self.wait_for(cx, &admission.task_id, done, wait_ms).await
             }
             other => {
                 let _serialised = self.lock.lock().await;
                 match other {
-                    Call::Admit(input) => self.admit(cx, input).await,
+                    Call::Admit(input) => self
+                        .admit(cx, &input)
+                        .await
+                        .map(Admission::into_response)
+                        .map_err(Refusal::into_failure),
                     Call::Cancel {
                         task_id,
                         session_id,
@@ -238,48 +242,23 @@ impl SessionDo {
     }
 
     /// The stream form of a submit: the admitted (or replayed, or attached) run streamed from its
-    /// first event after a `meta` frame; a refusal is the stream's one `done` frame.
-    async fn stream_admission(
+    /// first event after a `meta` frame; a conflict is the stream's one `done` frame.
+    fn stream_admission(
         &self,
         input: &AdmitInput,
-        admitted: Result<Response, Failure>,
+        admitted: Result<Admission, Refusal>,
     ) -> Result<Response, Failure> {
         match admitted {
-            Ok(resp) if matches!(resp.status_code(), 200 | 202) => {
-                let task_id = admitted_task_id(resp)
-                    .await
-                    .unwrap_or_else(|| input.task_id.clone());
-                let meta = sema_core::sse::meta_frame(&task_id, &input.session_id);
-                self.subscribe(&task_id, 0, Some((meta, &task_id)))
+            Ok(a) => {
+                let meta = sema_core::sse::meta_frame(&a.task_id, &input.session_id);
+                self.subscribe(&a.task_id, 0, Some((meta, &a.task_id)))
             }
-            Ok(other) => Ok(other),
-            Err(Failure::Api(e)) if e.code == sema_core::conflict::ERROR_CODE => {
-                let conflict = conflict_from_error(&e);
-                let frame = sema_core::sse::refusal_done_frame(&conflict.done_result());
+            Err(Refusal::Conflict(c)) => {
+                let frame = sema_core::sse::refusal_done_frame(&c.done_result());
                 Ok(live::single_frame_response(frame)?)
             }
-            Err(other) => Err(other),
+            Err(Refusal::Failed(f)) => Err(f),
         }
-    }
-
-    /// The synchronous form: wait up to `wait_ms` for the run to end, then answer with its terminal
-    /// result (200), or with its current state (202) when it is still going.
-    async fn wait_admission(
-        &self,
-        cx: &Cx,
-        input: &AdmitInput,
-        admitted: Result<Response, Failure>,
-        done: futures_channel::oneshot::Receiver<()>,
-        wait_ms: u64,
-    ) -> Result<Response, Failure> {
-        let resp = admitted?;
-        if !matches!(resp.status_code(), 200 | 202) {
-            return Ok(resp);
-        }
-        let task_id = admitted_task_id(resp)
-            .await
-            .unwrap_or_else(|| input.task_id.clone());
-        self.wait_for(cx, &task_id, done, wait_ms).await
     }
 
     /// Waits up to `wait_ms` for `task_id` to end: its terminal result (200), or its state (202).
@@ -454,12 +433,18 @@ impl SessionDo {
         Ok(())
     }
 
-    async fn admit(&self, cx: &Cx, input: AdmitInput) -> Result<Response, Failure> {
+    async fn admit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
         let state = self.load().await?;
-        match admission::decide(&state, &input) {
-            AdmitDecision::Write => self.write_run(cx, state, &input, true).await,
-            AdmitDecision::SameTask(admitted) => admitted_response(202, &admitted),
-            AdmitDecision::Replay(r) => Ok(replayed(r.status, r.body)),
+        match admission::decide(&state, input) {
+            AdmitDecision::Write => self.write_run(cx, state, input, true).await,
+            AdmitDecision::SameTask(admitted) => Admission::of(202, &admitted),
+            AdmitDecision::Replay(r) => Ok(Admission {
+                code: r.status,
+                body: r.body,
+                task_id: r.task_id,
+                replayed: true,
+            }),
+            AdmitDecision::Conflict(c) => Err(Refusal::Conflict(c)),
             AdmitDecision::Refuse(e) => Err(e.into()),
         }
     }
@@ -472,7 +457,7 @@ impl SessionDo {
         mut state: SessionState,
         input: &AdmitInput,
         heal: bool,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Admission, Refusal> {
         let store = cx.store()?;
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let preview = objective_preview(&input.objective);
@@ -505,13 +490,19 @@ impl SessionDo {
                         admission::IdempotencyBinding {
                             scoped_key: key.clone(),
                             fingerprint: fp.clone(),
+                            task_id: input.task_id.clone(),
                             response_status: 202,
                             response_body: body.clone(),
                         }
                     }),
                 });
                 self.save(state).await?;
-                Ok(json(202, body))
+                Ok(Admission {
+                    code: 202,
+                    body,
+                    task_id: input.task_id.clone(),
+                    replayed: false,
+                })
             }
             CreateRun::ForeignSession { owner } => {
                 state.owner = Some(SessionOwner { id: owner });
@@ -525,7 +516,13 @@ impl SessionDo {
                     .idempotency
                     .as_ref()
                     .ok_or_else(|| Failure::Infra("key conflict without a key".into()))?;
-                crate::http::runs::replay(&bound, fingerprint)
+                let r = bound.answer(fingerprint)?;
+                Ok(Admission {
+                    code: r.status,
+                    body: r.body,
+                    task_id: r.task_id,
+                    replayed: true,
+                })
             }
         }
     }
@@ -539,7 +536,7 @@ impl SessionDo {
         input: &AdmitInput,
         holder: Option<ClaimHolder>,
         heal: bool,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Admission, Refusal> {
         let Some(holder) = holder else {
             // Released between the batch and the read: the session is free now.
             return if heal {
@@ -564,13 +561,13 @@ impl SessionDo {
                     gate_kind: None,
                     idempotency: None,
                 };
-                let refusal = admission::conflict_for(&input.session_id, &claim);
+                let conflict = admission::conflict_for(&input.session_id, &claim);
                 state.owner = Some(SessionOwner {
                     id: input.owner.clone(),
                 });
                 state.claim = Some(claim);
                 self.save(state).await?;
-                Err(refusal.into())
+                Err(Refusal::Conflict(conflict))
             }
             _ if heal => {
                 cx.store()?.release_claim_of(&holder.task_id).await?;
@@ -582,14 +579,12 @@ impl SessionDo {
 
     async fn cancel(&self, cx: &Cx, task_id: &str, session_id: &str) -> Result<Response, Failure> {
         let outcome = cx.store()?.cancel(task_id, platform::now_ms()).await?;
-        let mut state = self.load().await?;
         let holder_dead = outcome
             .run
             .as_ref()
             .is_none_or(|r| status::is_terminal(&r.status));
-        if holder_dead && state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
-            state.claim = None;
-            self.save(state).await?;
+        if holder_dead {
+            self.forget_claim_of(task_id).await?;
         }
         match outcome.run {
             Some(run) => {
@@ -617,7 +612,7 @@ impl SessionDo {
 
 /// A client task id that names an existing run: the caller's own run in this session is returned
 /// again (202 while it is active, 200 once it ended); anyone else's is a conflict.
-fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Response, Failure> {
+fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Admission, Refusal> {
     if let Some(run) = run {
         if input.client_task_id && run.owner == input.owner && run.session_id == input.session_id {
             let code = if status::is_active(&run.status) {
@@ -625,7 +620,7 @@ fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Response, Fa
             } else {
                 200
             };
-            return admitted_response(
+            return Admission::of(
                 code,
                 &Admitted {
                     task_id: run.task_id,
@@ -643,32 +638,59 @@ fn task_id_taken(input: &AdmitInput, run: Option<RunRow>) -> Result<Response, Fa
     .into())
 }
 
-/// The task id in an admission body (`{"taskId",...}`).
-async fn admitted_task_id(mut resp: Response) -> Option<String> {
-    let v: serde_json::Value = resp.json().await.ok()?;
-    v.get("taskId")?.as_str().map(str::to_owned)
+/// An accepted submission: the answer and the run it names.
+struct Admission {
+    code: u16,
+    body: String,
+    task_id: String,
+    /// An idempotency key's original answer, sent again.
+    replayed: bool,
 }
 
-/// Rebuilds the conflict materials from a 409 refusal (for the stream's `done` frame).
-fn conflict_from_error(e: &ApiError) -> Conflict {
-    let parse = |k: &str| e.detail(k).unwrap_or("null");
-    Conflict {
-        error: e.message.clone(),
-        active_task_id: serde_json::from_str(parse("activeTaskId")).unwrap_or_default(),
-        active_task_status: serde_json::from_str(parse("activeTaskStatus")).unwrap_or_default(),
-        pending_gate: serde_json::from_str(parse("pendingGate")).unwrap_or_default(),
+impl Admission {
+    fn of(code: u16, admitted: &Admitted) -> Result<Self, Refusal> {
+        let body = serde_json::to_string(admitted).map_err(|e| Failure::Infra(e.to_string()))?;
+        Ok(Self {
+            code,
+            body,
+            task_id: admitted.task_id.clone(),
+            replayed: false,
+        })
+    }
+
+    fn into_response(self) -> Response {
+        if self.replayed {
+            replayed(self.code, self.body)
+        } else {
+            json(self.code, self.body)
+        }
     }
 }
 
-fn admitted_response(code: u16, admitted: &Admitted) -> Result<Response, Failure> {
-    let body = serde_json::to_string(admitted).map_err(|e| Failure::Infra(e.to_string()))?;
-    Ok(json(code, body))
+/// Why a submission was not accepted: the session is held (the stream form turns the materials into
+/// its `done` frame), or any other refusal or failure.
+enum Refusal {
+    Conflict(Conflict),
+    Failed(Failure),
 }
 
-fn base_conflict(session_id: &str, holder: Option<&str>) -> Failure {
-    Conflict::build(session_id, holder, &Holder::Unknown)
-        .to_api_error()
-        .into()
+impl Refusal {
+    fn into_failure(self) -> Failure {
+        match self {
+            Refusal::Conflict(c) => c.to_api_error().into(),
+            Refusal::Failed(f) => f,
+        }
+    }
+}
+
+impl<E: Into<Failure>> From<E> for Refusal {
+    fn from(e: E) -> Self {
+        Refusal::Failed(e.into())
+    }
+}
+
+fn base_conflict(session_id: &str, holder: Option<&str>) -> Refusal {
+    Refusal::Conflict(Conflict::build(session_id, holder, &Holder::Unknown))
 }
 
 fn instance_id(env: &Env) -> String {

@@ -5,7 +5,7 @@
 //! write, and a stale epoch answers `409 lease_lost` with nothing written.
 
 use super::error::{json, Failure};
-use super::runs::read_json_body;
+use super::runs::json_body;
 use super::Cx;
 use crate::{platform, session_do};
 use sema_core::{
@@ -14,7 +14,7 @@ use sema_core::{
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
     store::RunStore,
-    wire, ApiError,
+    ApiError,
 };
 use std::time::Duration;
 use worker::{Request, Response};
@@ -32,7 +32,7 @@ pub fn require_runner(principal: &Principal) -> Result<(), Failure> {
 /// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
 pub async fn lease(req: &mut Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     require_runner(principal)?;
-    let (_, body): (_, LeaseBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (_, body): (_, LeaseBody) = json_body(req).await?;
     let (runner_id, wait_ms) = body.validate()?;
     let store = cx.store()?;
     let deadline = platform::now_ms() + wait_ms as i64;
@@ -71,7 +71,7 @@ pub async fn heartbeat(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
-    let (_, body): (_, HeartbeatBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (_, body): (_, HeartbeatBody) = json_body(req).await?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
     let beat = cx
         .store()?
@@ -131,7 +131,7 @@ pub async fn append(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
-    let (_, body): (_, EventsBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (_, body): (_, EventsBody) = json_body(req).await?;
     let (lease_epoch, events) = body.validate()?;
     let session = session_of(cx, task_id).await?;
     let call = session_do::Call::Append {
@@ -157,7 +157,7 @@ pub async fn finish(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_runner(principal)?;
-    let (_, body): (_, FinishBody) = wire::parse_body(&read_json_body(req).await?)?;
+    let (_, body): (_, FinishBody) = json_body(req).await?;
     let f = body.validate()?;
     let session = session_of(cx, task_id).await?;
     let call = session_do::Call::Finish {

@@ -7,7 +7,7 @@ use super::error::{json, Failure};
 use super::Cx;
 use crate::{platform, session_do};
 use sema_core::{
-    admission::{AdmitInput, IdempotencyBinding},
+    admission::{AdmitInput, Replay},
     auth::{Principal, Role},
     idempotency,
     ids::TaskId,
@@ -32,8 +32,11 @@ pub fn require_client_side(principal: &Principal) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Reads a JSON body of at most 1 MiB, refusing by declared length before reading when possible.
-pub async fn read_json_body(req: &mut Request) -> Result<Vec<u8>, Failure> {
+/// Reads and parses a JSON body of at most 1 MiB (refused by declared length before reading when
+/// possible): the generic value (for fingerprints) and the typed request.
+pub async fn json_body<T: serde::de::DeserializeOwned>(
+    req: &mut Request,
+) -> Result<(serde_json::Value, T), Failure> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     wire::require_json_content_type(header("content-type").as_deref())?;
     if let Some(len) = header("content-length").and_then(|l| l.trim().parse::<usize>().ok()) {
@@ -45,10 +48,7 @@ pub async fn read_json_body(req: &mut Request) -> Result<Vec<u8>, Failure> {
         .bytes()
         .await
         .map_err(|_| ApiError::invalid_request("request body could not be read"))?;
-    if bytes.len() > BODY_MAX {
-        return Err(ApiError::payload_too_large(BODY_MAX).into());
-    }
-    Ok(bytes)
+    Ok(wire::parse_body(&bytes)?)
 }
 
 /// `POST /v1/runs`.
@@ -59,8 +59,7 @@ pub async fn submit(
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
     let raw_key = req.headers().get("idempotency-key").ok().flatten();
-    let bytes = read_json_body(req).await?;
-    let (value, body): (_, SubmitRunBody) = wire::parse_body(&bytes)?;
+    let (value, body): (_, SubmitRunBody) = json_body(req).await?;
     let submit = body.validate()?;
     let input = match admit_input(
         cx,
@@ -73,7 +72,7 @@ pub async fn submit(
     .await?
     {
         Ok(input) => input,
-        Err(bound) => return replay(&bound, &idempotency::fingerprint(SUBMIT_ROUTE, &value)),
+        Err(original) => return Ok(replayed(original.status, original.body)),
     };
     session_do::call(
         cx,
@@ -84,7 +83,7 @@ pub async fn submit(
 }
 
 /// Builds the admission of a validated submit: mints the task id unless the client gave one, and
-/// resolves the `Idempotency-Key`. `Err(binding)` when the key is already bound to this same request
+/// resolves the `Idempotency-Key`. `Err(replay)` when the key is already bound to this same request
 /// (the caller answers with the original run); a key bound to a different request is a 422.
 pub async fn admit_input(
     cx: &Cx,
@@ -93,7 +92,7 @@ pub async fn admit_input(
     raw_key: Option<&str>,
     route: &str,
     body: &serde_json::Value,
-) -> Result<Result<AdmitInput, IdempotencyBinding>, Failure> {
+) -> Result<Result<AdmitInput, Replay>, Failure> {
     let owner = principal.id.clone();
     let idempotency = match raw_key {
         None => None,
@@ -103,8 +102,7 @@ pub async fn admit_input(
             let fingerprint = idempotency::fingerprint(route, body);
             // A key already bound answers without touching the session.
             if let Some(bound) = cx.store()?.idempotency(&key).await? {
-                bound.answer(&fingerprint)?;
-                return Ok(Err(bound));
+                return Ok(Err(bound.answer(&fingerprint)?));
             }
             Some((key, fingerprint))
         }
@@ -125,12 +123,6 @@ pub async fn admit_input(
         meta: serde_json::Value::Object(submit.meta).to_string(),
         idempotency,
     }))
-}
-
-/// Answers a request whose key is already bound: the original admission again, or 422.
-pub fn replay(bound: &IdempotencyBinding, fingerprint: &str) -> Result<Response, Failure> {
-    let replay = bound.answer(fingerprint)?;
-    Ok(replayed(replay.status, replay.body))
 }
 
 /// A replayed admission: the original status and body, marked as a replay.
@@ -322,8 +314,7 @@ pub async fn steer(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
-    let (_, body): (_, sema_core::runner_wire::SteerBody) =
-        wire::parse_body(&read_json_body(req).await?)?;
+    let (_, body): (_, sema_core::runner_wire::SteerBody) = json_body(req).await?;
     let message = body.validate()?;
     let run = visible_run(cx, principal, task_id).await?;
     let call = session_do::Call::Steer {
@@ -342,8 +333,7 @@ pub async fn submit_task(
 ) -> Result<Response, Failure> {
     require_client_side(principal)?;
     let raw_key = req.headers().get("idempotency-key").ok().flatten();
-    let bytes = read_json_body(req).await?;
-    let (value, body): (_, sema_core::runner_wire::TaskBody) = wire::parse_body(&bytes)?;
+    let (value, body): (_, sema_core::runner_wire::TaskBody) = json_body(req).await?;
     let (submit, mode) = body.validate()?;
     let input = admit_input(
         cx,
@@ -356,11 +346,9 @@ pub async fn submit_task(
     .await?;
     let input = match input {
         Ok(input) => input,
-        Err(bound) => {
+        Err(original) => {
             // A bound key: the original run, in the form asked for now.
-            let original: serde_json::Value =
-                serde_json::from_str(&bound.response_body).unwrap_or_default();
-            let task_id = original["taskId"].as_str().unwrap_or_default().to_owned();
+            let task_id = original.task_id;
             let run = cx
                 .store()?
                 .get_run(&task_id)

@@ -49,6 +49,9 @@ pub struct Claim {
 pub struct IdempotencyBinding {
     pub scoped_key: String,
     pub fingerprint: String,
+    /// The run the key admitted.
+    #[serde(default)]
+    pub task_id: String,
     pub response_status: u16,
     pub response_body: String,
 }
@@ -59,6 +62,7 @@ impl IdempotencyBinding {
     pub fn answer(&self, fingerprint: &str) -> Result<Replay, ApiError> {
         if self.fingerprint == fingerprint {
             Ok(Replay {
+                task_id: self.task_id.clone(),
                 status: self.response_status,
                 body: self.response_body.clone(),
             })
@@ -71,6 +75,7 @@ impl IdempotencyBinding {
 /// A replayed admission: the stored status and body, sent with `Idempotency-Replayed: true`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replay {
+    pub task_id: String,
     pub status: u16,
     pub body: String,
 }
@@ -99,7 +104,9 @@ pub enum AdmitDecision {
     SameTask(Admitted),
     /// The holder was admitted under this key with this request: replay it.
     Replay(Replay),
-    /// Refuse: 409 with conflict materials, 404 for someone else's session, or 422 for a reused key.
+    /// The session is held by another run: 409 with these materials (or, on a stream, its `done`).
+    Conflict(Conflict),
+    /// Refuse: 404 for someone else's session, or 422 for a reused key.
     Refuse(ApiError),
 }
 
@@ -128,11 +135,11 @@ pub fn decide(state: &SessionState, input: &AdmitInput) -> AdmitDecision {
             status: crate::status::RUNNING.to_owned(),
         });
     }
-    AdmitDecision::Refuse(conflict_for(&input.session_id, claim))
+    AdmitDecision::Conflict(conflict_for(&input.session_id, claim))
 }
 
-/// The 409 for a session held by `claim`.
-pub fn conflict_for(session_id: &str, claim: &Claim) -> ApiError {
+/// The conflict materials for a session held by `claim`.
+pub fn conflict_for(session_id: &str, claim: &Claim) -> Conflict {
     Conflict::build(
         session_id,
         Some(&claim.task_id),
@@ -141,7 +148,6 @@ pub fn conflict_for(session_id: &str, claim: &Claim) -> ApiError {
             pending_gate_kind: claim.gate_kind.clone(),
         },
     )
-    .to_api_error()
 }
 
 /// The body of a fresh admission (also what an idempotency key replays).
@@ -188,6 +194,7 @@ mod tests {
                 idempotency: key.map(|(k, f)| IdempotencyBinding {
                     scoped_key: k.into(),
                     fingerprint: f.into(),
+                    task_id: task.into(),
                     response_status: 202,
                     response_body: admitted_body(task, "S"),
                 }),
@@ -205,11 +212,12 @@ mod tests {
 
     #[test]
     fn a_held_session_refuses_with_the_running_holder_conflict() {
-        let AdmitDecision::Refuse(e) =
+        let AdmitDecision::Conflict(c) =
             decide(&held("A", None, None), &input("B", false, None, None))
         else {
-            panic!("expected a refusal");
+            panic!("expected a conflict");
         };
+        let e = c.to_api_error();
         assert_eq!((e.status, e.code), (409, "conflict.session_active_run"));
         assert_eq!(e.message, crate::conflict::RUNNING_TEXT);
         assert_eq!(e.detail("activeTaskId"), Some("\"A\""));
@@ -235,7 +243,7 @@ mod tests {
     fn a_server_minted_id_equal_to_the_holder_is_still_a_conflict() {
         assert!(matches!(
             decide(&held("A", None, None), &input("A", false, None, None)),
-            AdmitDecision::Refuse(_)
+            AdmitDecision::Conflict(_)
         ));
     }
 
@@ -255,7 +263,8 @@ mod tests {
         let state = held("A", None, Some(("k", "f1")));
         match decide(&state, &input("B", false, None, Some(("k", "f1")))) {
             AdmitDecision::Replay(r) => {
-                assert_eq!((r.status, r.body), (202, admitted_body("A", "S")))
+                assert_eq!((r.status, r.body), (202, admitted_body("A", "S")));
+                assert_eq!(r.task_id, "A");
             }
             other => panic!("{other:?}"),
         }
@@ -269,12 +278,12 @@ mod tests {
     #[test]
     fn a_different_key_on_a_held_session_is_a_conflict() {
         let state = held("A", None, Some(("k", "f1")));
-        let AdmitDecision::Refuse(e) =
+        let AdmitDecision::Conflict(c) =
             decide(&state, &input("B", false, None, Some(("other", "f1"))))
         else {
-            panic!("expected a refusal");
+            panic!("expected a conflict");
         };
-        assert_eq!(e.status, 409);
+        assert_eq!(c.to_api_error().status, 409);
     }
 
     #[test]

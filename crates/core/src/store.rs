@@ -345,6 +345,7 @@ fn binding(scoped_key: &str, row: &Row) -> Result<IdempotencyBinding> {
     Ok(IdempotencyBinding {
         scoped_key: scoped_key.to_owned(),
         fingerprint: get_str(row, "fingerprint").map_err(corrupt)?,
+        task_id: get_str(row, "task_id").map_err(corrupt)?,
         response_status: get_i64(row, "response_status").map_err(corrupt)? as u16,
         response_body: get_str(row, "response_body").map_err(corrupt)?,
     })
