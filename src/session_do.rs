@@ -586,6 +586,16 @@ impl SessionDo {
         if holder_dead {
             self.forget_claim_of(task_id).await?;
         }
+        if let Some(run) = outcome
+            .run
+            .as_ref()
+            .filter(|r| status::is_terminal(&r.status))
+        {
+            // Open streams and waiters of the run end with the done frame built from the row.
+            let seq = run.last_seq + 1;
+            let frame = sema_core::sse::done_frame(seq, &sema_core::sse::done_result(run));
+            self.hub.publish(task_id, seq, &frame, true);
+        }
         match outcome.run {
             Some(run) => {
                 let code = if status::is_terminal(&run.status) {

@@ -208,3 +208,23 @@ fn an_open_stream_gets_a_heartbeat_frame_every_15_seconds() {
     );
     assert_eq!(client().cancel(&task).json()["status"], "cancelled");
 }
+
+#[test]
+fn cancelling_a_run_no_runner_holds_ends_its_open_stream_with_done() {
+    let (task, _) = submit("manual");
+    let canceller = {
+        let task = task.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            client().cancel(&task)
+        })
+    };
+    let (frames, _) = read_sse(&format!("/v1/runs/{task}/events"), None, usize::MAX);
+    assert_eq!(canceller.join().unwrap().status, 200);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0].id, Some(1));
+    assert_eq!(
+        frames[0].data["result"],
+        json!({"status": "cancelled", "error": "cancelled by user"})
+    );
+}

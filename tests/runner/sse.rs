@@ -20,6 +20,9 @@ pub fn runner_client() -> Client {
     client().with_role("runner")
 }
 
+/// Longest a test reads one stream before calling it stuck.
+const STREAM_DEADLINE: Duration = Duration::from_secs(40);
+
 /// One SSE frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
@@ -69,8 +72,14 @@ pub fn read_stream(resp: ureq::Response, max: usize) -> (Vec<Frame>, Vec<(String
     let reader = BufReader::new(resp.into_reader());
     let mut frames = vec![];
     let (mut id, mut event, mut data) = (None, None, String::new());
+    // Heartbeats keep a stream that never ends alive, so bound the whole read, not each line.
+    let deadline = Instant::now() + STREAM_DEADLINE;
     for line in reader.lines() {
         let line = line.expect("stream line");
+        assert!(
+            Instant::now() < deadline,
+            "the stream did not end within {STREAM_DEADLINE:?}; frames so far: {frames:?}"
+        );
         if line.is_empty() {
             if !data.is_empty() {
                 let frame = Frame {
