@@ -9,6 +9,9 @@
 use crate::{
     conflict::{Conflict, Holder},
     idempotency,
+    run::RunRow,
+    status,
+    store::ClaimHolder,
     wire::Admitted,
     ApiError,
 };
@@ -150,6 +153,146 @@ pub fn conflict_for(session_id: &str, claim: &Claim) -> Conflict {
     )
 }
 
+/// An accepted submission: the answer and the run it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Admission {
+    /// 202 for an active run, 200 for a client task id whose run already ended.
+    pub status: u16,
+    /// The answer body (JSON text), byte for byte what an idempotency key replays.
+    pub body: String,
+    pub task_id: String,
+    /// An idempotency key's original answer, sent again.
+    pub replayed: bool,
+}
+
+impl Admission {
+    /// A fresh answer naming `admitted`.
+    pub fn of(status: u16, admitted: &Admitted) -> Self {
+        Self {
+            status,
+            body: serde_json::to_string(admitted).unwrap_or_default(),
+            task_id: admitted.task_id.clone(),
+            replayed: false,
+        }
+    }
+}
+
+impl From<Replay> for Admission {
+    fn from(r: Replay) -> Self {
+        Self {
+            status: r.status,
+            body: r.body,
+            task_id: r.task_id,
+            replayed: true,
+        }
+    }
+}
+
+/// The claim the object remembers once `input`'s admission batch committed (`body` is its answer).
+pub fn claim_of(input: &AdmitInput, body: &str) -> Claim {
+    Claim {
+        task_id: input.task_id.clone(),
+        owner: input.owner.clone(),
+        status: status::RUNNING.to_owned(),
+        gate_kind: None,
+        idempotency: input
+            .idempotency
+            .as_ref()
+            .map(|(key, fp)| IdempotencyBinding {
+                scoped_key: key.clone(),
+                fingerprint: fp.clone(),
+                task_id: input.task_id.clone(),
+                response_status: 202,
+                response_body: body.to_owned(),
+            }),
+    }
+}
+
+/// What the object does after D1 refused its admission batch because D1 holds the session's claim
+/// (the object's memory was behind D1). D1's unique key is the judge; the object only adopts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reconcile {
+    /// The claim was released between the batch and the read: write again.
+    Retry,
+    /// The holder is provably dead (terminal or missing row): release its D1 claim, write again.
+    ReleaseAndRetry { task_id: String },
+    /// A live holder: remember it as the claim (the session's owner is the submitter) and answer 409.
+    Adopt { claim: Claim, conflict: Conflict },
+    /// The session belongs to another principal: remember that owner and answer 404.
+    Foreign { owner: Option<String> },
+    /// The one retry is spent and the session still looks held: 409 with what is known.
+    Refuse(Conflict),
+}
+
+/// Decides a refused admission from the holder D1 reports (`None`: no claim any more).
+/// `retry_left` is false once the object already released a dead holder or retried once, so a
+/// session that keeps looking held is refused (when unsure, 409) instead of looping.
+pub fn reconcile(input: &AdmitInput, holder: Option<&ClaimHolder>, retry_left: bool) -> Reconcile {
+    let session = input.session_id.as_str();
+    let Some(holder) = holder else {
+        return if retry_left {
+            Reconcile::Retry
+        } else {
+            Reconcile::Refuse(Conflict::build(session, None, &Holder::Unknown))
+        };
+    };
+    if holder.session_owner != input.owner {
+        return Reconcile::Foreign {
+            owner: holder.session_owner.clone(),
+        };
+    }
+    match &holder.status {
+        Some(s) if status::is_active(s) => {
+            let claim = Claim {
+                task_id: holder.task_id.clone(),
+                owner: holder.owner.clone(),
+                status: s.clone(),
+                gate_kind: None,
+                idempotency: None,
+            };
+            let conflict = conflict_for(session, &claim);
+            Reconcile::Adopt { claim, conflict }
+        }
+        _ if retry_left => Reconcile::ReleaseAndRetry {
+            task_id: holder.task_id.clone(),
+        },
+        _ => Reconcile::Refuse(Conflict::build(
+            session,
+            Some(&holder.task_id),
+            &Holder::Unknown,
+        )),
+    }
+}
+
+/// The answer when a submit's task id already names a run (`run`: that run, if readable). The
+/// caller's own client task id in the same session is that run again: 202 while it is active, 200
+/// once it ended. Anything else (someone else's run, another session, a server-minted id) is
+/// `conflict.task_id_taken`.
+pub fn task_id_taken(input: &AdmitInput, run: Option<&RunRow>) -> Result<Admission, ApiError> {
+    match run {
+        Some(run)
+            if input.client_task_id
+                && run.owner == input.owner
+                && run.session_id == input.session_id =>
+        {
+            let code = if status::is_active(&run.status) {
+                202
+            } else {
+                200
+            };
+            Ok(Admission::of(
+                code,
+                &Admitted {
+                    task_id: run.task_id.clone(),
+                    session_id: run.session_id.clone(),
+                    status: run.status.clone(),
+                },
+            ))
+        }
+        _ => Err(ApiError::task_id_taken()),
+    }
+}
+
 /// The body of a fresh admission (also what an idempotency key replays).
 pub fn admitted_body(task_id: &str, session_id: &str) -> String {
     serde_json::to_string(&Admitted {
@@ -218,7 +361,7 @@ mod tests {
             panic!("expected a conflict");
         };
         let e = c.to_api_error();
-        assert_eq!((e.status, e.code), (409, "conflict.session_active_run"));
+        assert_eq!((e.status(), e.code()), (409, "conflict.session_active_run"));
         assert_eq!(e.message, crate::conflict::RUNNING_TEXT);
         assert_eq!(e.detail("activeTaskId"), Some("\"A\""));
     }
@@ -255,7 +398,7 @@ mod tests {
         ) else {
             panic!("expected a refusal");
         };
-        assert_eq!(e.status, 404);
+        assert_eq!(e.status(), 404);
     }
 
     #[test]
@@ -272,7 +415,7 @@ mod tests {
         else {
             panic!("expected a refusal");
         };
-        assert_eq!((e.status, e.code), (422, "idempotency.key_reused"));
+        assert_eq!((e.status(), e.code()), (422, "idempotency.key_reused"));
     }
 
     #[test]
@@ -283,7 +426,7 @@ mod tests {
         else {
             panic!("expected a conflict");
         };
-        assert_eq!(c.to_api_error().status, 409);
+        assert_eq!(c.to_api_error().status(), 409);
     }
 
     #[test]
@@ -291,5 +434,129 @@ mod tests {
         let s = held("A", None, Some(("k", "f")));
         let back: SessionState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    fn holder(task: &str, status: Option<&str>, session_owner: Option<&str>) -> ClaimHolder {
+        ClaimHolder {
+            task_id: task.into(),
+            status: status.map(Into::into),
+            owner: session_owner.map(Into::into),
+            session_owner: session_owner.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_live_d1_holder_is_adopted_with_its_conflict() {
+        let i = input("B", false, Some("p"), None);
+        match reconcile(&i, Some(&holder("A", Some("suspended"), Some("p"))), true) {
+            Reconcile::Adopt { claim, conflict } => {
+                assert_eq!(
+                    (claim.task_id.as_str(), claim.status.as_str()),
+                    ("A", "suspended")
+                );
+                assert_eq!(conflict.active_task_status.as_deref(), Some("suspended"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dead_d1_holder_is_released_once_then_refused() {
+        let i = input("B", false, None, None);
+        for dead in [Some("failed"), Some("completed"), None] {
+            assert_eq!(
+                reconcile(&i, Some(&holder("A", dead, None)), true),
+                Reconcile::ReleaseAndRetry {
+                    task_id: "A".into()
+                }
+            );
+            let Reconcile::Refuse(c) = reconcile(&i, Some(&holder("A", dead, None)), false) else {
+                panic!("expected a refusal once the retry is spent");
+            };
+            assert_eq!(c.active_task_id.as_deref(), Some("A"));
+            assert_eq!(c.error, crate::conflict::BASE_TEXT);
+        }
+    }
+
+    #[test]
+    fn a_claim_released_since_the_refusal_is_retried_once() {
+        let i = input("B", false, None, None);
+        assert_eq!(reconcile(&i, None, true), Reconcile::Retry);
+        let Reconcile::Refuse(c) = reconcile(&i, None, false) else {
+            panic!("expected a refusal");
+        };
+        assert_eq!(c.active_task_id, None);
+    }
+
+    #[test]
+    fn a_d1_holder_in_another_principals_session_is_foreign() {
+        let i = input("B", false, Some("bob"), None);
+        assert_eq!(
+            reconcile(&i, Some(&holder("A", Some("running"), Some("alice"))), true),
+            Reconcile::Foreign {
+                owner: Some("alice".into())
+            }
+        );
+    }
+
+    fn run(task: &str, session: &str, owner: Option<&str>, status: &str) -> RunRow {
+        serde_json::from_value(serde_json::json!({
+            "task_id": task, "session_id": session, "owner": owner, "instance_id": "default",
+            "status": status, "objective_preview": "", "result": null, "error": null,
+            "error_code": null, "held_by": null, "lease_epoch": 0, "cancel_requested": false,
+            "heartbeat_at": null, "last_seq": 0, "created_at": 1, "updated_at": 1
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_callers_own_client_task_id_is_that_run_again_202_while_active_200_after() {
+        let i = input("A", true, Some("p"), None);
+        let a = task_id_taken(&i, Some(&run("A", "S", Some("p"), "running"))).unwrap();
+        assert_eq!((a.status, a.replayed), (202, false));
+        let a = task_id_taken(&i, Some(&run("A", "S", Some("p"), "failed"))).unwrap();
+        assert_eq!(a.status, 200);
+        assert!(a.body.contains("\"status\":\"failed\""));
+    }
+
+    #[test]
+    fn a_task_id_of_someone_else_another_session_or_a_minted_id_is_taken() {
+        let taken = |i: &AdmitInput, r: Option<&RunRow>| task_id_taken(i, r).unwrap_err().code();
+        let mine = run("A", "S", Some("p"), "running");
+        assert_eq!(
+            taken(&input("A", true, Some("q"), None), Some(&mine)),
+            "conflict.task_id_taken"
+        );
+        assert_eq!(
+            taken(&input("A", false, Some("p"), None), Some(&mine)),
+            "conflict.task_id_taken"
+        );
+        assert_eq!(
+            taken(
+                &input("A", true, Some("p"), None),
+                Some(&run("A", "other", Some("p"), "running"))
+            ),
+            "conflict.task_id_taken"
+        );
+        assert_eq!(
+            taken(&input("A", true, Some("p"), None), None),
+            "conflict.task_id_taken"
+        );
+    }
+
+    #[test]
+    fn the_remembered_claim_carries_the_key_binding_and_its_answer() {
+        let i = input("T", false, None, Some(("k", "f")));
+        let c = claim_of(&i, "{}");
+        let b = c.idempotency.unwrap();
+        assert_eq!(
+            (
+                b.task_id.as_str(),
+                b.response_status,
+                b.response_body.as_str()
+            ),
+            ("T", 202, "{}")
+        );
+        assert_eq!(c.status, "running");
     }
 }

@@ -171,9 +171,14 @@ mod tests {
     #[test]
     fn without_tokens_bad_headers_are_refused_with_400() {
         let t = TokenTable::default();
-        assert_eq!(t.resolve(None, Some("a b"), None).unwrap_err().status, 400);
         assert_eq!(
-            t.resolve(None, Some("a"), Some("root")).unwrap_err().status,
+            t.resolve(None, Some("a b"), None).unwrap_err().status(),
+            400
+        );
+        assert_eq!(
+            t.resolve(None, Some("a"), Some("root"))
+                .unwrap_err()
+                .status(),
             400
         );
     }
@@ -196,19 +201,19 @@ mod tests {
     fn with_tokens_missing_or_unknown_tokens_get_401() {
         let t = table();
         assert_eq!(
-            t.resolve(None, Some("alice"), None).unwrap_err().status,
+            t.resolve(None, Some("alice"), None).unwrap_err().status(),
             401
         );
         assert_eq!(
             t.resolve(Some("Bearer nope"), None, None)
                 .unwrap_err()
-                .status,
+                .status(),
             401
         );
         assert_eq!(
             t.resolve(Some("Basic s3cret"), None, None)
                 .unwrap_err()
-                .status,
+                .status(),
             401
         );
     }

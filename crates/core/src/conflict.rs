@@ -4,10 +4,11 @@
 //! never substituted). Building the body never fails: whatever is unknown about the holder falls back
 //! to the base text.
 
-use crate::{error::ApiError, gate, status};
+use crate::{
+    error::{ApiError, ErrorCode},
+    gate, status,
+};
 use serde::{Deserialize, Serialize};
-
-pub const ERROR_CODE: &str = "conflict.session_active_run";
 
 pub const BASE_TEXT: &str = "session already has an active run \u{2014} POST /v1/runs/{activeTaskId}/cancel stops it (same-instance interactive runs abort immediately)";
 
@@ -104,7 +105,7 @@ impl Conflict {
 
     /// The 409 refusal carrying these materials.
     pub fn to_api_error(&self) -> ApiError {
-        let mut e = ApiError::new(409, ERROR_CODE, self.error.clone())
+        let mut e = ApiError::new(ErrorCode::SessionActiveRun, self.error.clone())
             .with("activeTaskId", &self.active_task_id);
         if let Some(s) = &self.active_task_status {
             e = e.with("activeTaskStatus", s);

@@ -1,33 +1,136 @@
-//! The one refusal shape: `{"error": <sentence>, "errorCode": <stable code>, ...details}` with a status.
+//! The one refusal shape: `{"error": <sentence>, "errorCode": <stable code>, ...details}` with a status,
+//! and the one catalogue of error codes ([`ErrorCode`]): every code the API can answer is a variant
+//! here, with its HTTP status. Nothing else mints a code, so `docs/ARCHITECTURE.md`'s error table can be
+//! checked against [`ErrorCode::ALL`] by a test.
 //!
 //! Every caller mistake maps to a 4xx `ApiError`; infrastructure failures become [`ApiError::internal`],
 //! an opaque 500 whose cause is logged once by the adapter and never sent to the client.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A refusal with its HTTP status. Details keep their insertion order on the wire.
+/// Every error code of the API, with its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidJson,
+    InvalidRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    SessionActiveRun,
+    TaskIdTaken,
+    DuplicateEventId,
+    RunNotRunning,
+    LeaseLost,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    KeyReused,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The whole catalogue, in the order of the documented table.
+    pub const ALL: [ErrorCode; 15] = [
+        Self::InvalidJson,
+        Self::InvalidRequest,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::SessionActiveRun,
+        Self::TaskIdTaken,
+        Self::DuplicateEventId,
+        Self::RunNotRunning,
+        Self::LeaseLost,
+        Self::PayloadTooLarge,
+        Self::UnsupportedMediaType,
+        Self::KeyReused,
+        Self::Internal,
+    ];
+
+    /// The stable wire code (`errorCode`).
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidRequest => "invalid_request",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::SessionActiveRun => "conflict.session_active_run",
+            Self::TaskIdTaken => "conflict.task_id_taken",
+            Self::DuplicateEventId => "conflict.duplicate_event_id",
+            Self::RunNotRunning => "conflict.run_not_running",
+            Self::LeaseLost => "lease_lost",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::KeyReused => "idempotency.key_reused",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status every answer with this code carries.
+    pub const fn status(self) -> u16 {
+        match self {
+            Self::InvalidJson | Self::InvalidRequest => 400,
+            Self::Unauthorized => 401,
+            Self::Forbidden => 403,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::SessionActiveRun
+            | Self::TaskIdTaken
+            | Self::DuplicateEventId
+            | Self::RunNotRunning
+            | Self::LeaseLost => 409,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::KeyReused => 422,
+            Self::Internal => 500,
+        }
+    }
+
+    /// The variant of a wire code.
+    pub fn from_code(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.code() == code)
+    }
+}
+
+/// A refusal with its code (and so its HTTP status). Details keep their insertion order on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
-    pub status: u16,
-    pub code: &'static str,
+    kind: ErrorCode,
     pub message: String,
-    details: Vec<(&'static str, String)>,
+    /// `(key, value as JSON text)`.
+    details: Vec<(String, String)>,
 }
 
 impl ApiError {
-    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
-            code,
+            kind,
             message: message.into(),
             details: Vec::new(),
         }
     }
 
+    pub fn kind(&self) -> ErrorCode {
+        self.kind
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.kind.status()
+    }
+
+    /// The wire code.
+    pub fn code(&self) -> &'static str {
+        self.kind.code()
+    }
+
     /// Adds a detail key; `value` is serialised to JSON now so the body keeps a fixed key order.
-    pub fn with<T: Serialize + ?Sized>(mut self, key: &'static str, value: &T) -> Self {
+    pub fn with<T: Serialize + ?Sized>(mut self, key: &str, value: &T) -> Self {
         let json = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
-        self.details.push((key, json));
+        self.details.push((key.to_owned(), json));
         self
     }
 
@@ -35,7 +138,7 @@ impl ApiError {
     pub fn detail(&self, key: &str) -> Option<&str> {
         self.details
             .iter()
-            .find(|(k, _)| *k == key)
+            .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
 
@@ -45,7 +148,7 @@ impl ApiError {
         out.push_str("{\"error\":");
         out.push_str(&json_string(&self.message));
         out.push_str(",\"errorCode\":");
-        out.push_str(&json_string(self.code));
+        out.push_str(&json_string(self.code()));
         for (key, value) in &self.details {
             out.push(',');
             out.push_str(&json_string(key));
@@ -58,76 +161,95 @@ impl ApiError {
 
     pub fn invalid_json(reason: impl std::fmt::Display) -> Self {
         Self::new(
-            400,
-            "invalid_json",
+            ErrorCode::InvalidJson,
             format!("request body is not valid JSON: {reason}"),
         )
     }
 
     pub fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(400, "invalid_request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     /// A field-level validation failure; `field` names the offending field.
     pub fn invalid_field(field: &str, message: impl std::fmt::Display) -> Self {
-        Self::new(400, "invalid_request", format!("{field}: {message}")).with("field", field)
+        Self::new(ErrorCode::InvalidRequest, format!("{field}: {message}")).with("field", field)
     }
 
     pub fn unsupported_media_type() -> Self {
         Self::new(
-            415,
-            "unsupported_media_type",
+            ErrorCode::UnsupportedMediaType,
             "request body must be JSON (Content-Type: application/json)",
         )
     }
 
     pub fn payload_too_large(limit: usize) -> Self {
         Self::new(
-            413,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("request body exceeds {limit} bytes"),
         )
         .with("limitBytes", &limit)
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(401, "unauthorized", message)
+        Self::new(ErrorCode::Unauthorized, message)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(403, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
 
     /// The one "not found" answer; also given to principals who do not own the thing (no oracle).
     pub fn not_found(what: &str) -> Self {
-        Self::new(404, "not_found", format!("{what} not found"))
+        Self::new(ErrorCode::NotFound, format!("{what} not found"))
     }
 
     pub fn method_not_allowed(allowed: &str) -> Self {
         Self::new(
-            405,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             format!("method not allowed; this route accepts {allowed}"),
         )
         .with("allow", allowed)
     }
 
     pub fn route_not_found() -> Self {
-        Self::new(404, "not_found", "no such route")
+        Self::new(ErrorCode::NotFound, "no such route")
     }
 
     /// A lease holder's write whose epoch no longer matches: nothing was written.
     pub fn lease_lost() -> Self {
         Self::new(
-            409,
-            "lease_lost",
+            ErrorCode::LeaseLost,
             "lease lost: this lease epoch no longer holds the run; nothing was written, stop driving it",
+        )
+    }
+
+    /// A batch of events repeating an `eventId` already in the run's ledger: nothing was written.
+    pub fn duplicate_event_id() -> Self {
+        Self::new(
+            ErrorCode::DuplicateEventId,
+            "an event with one of these eventIds is already in this run's ledger; nothing from this batch was written",
+        )
+    }
+
+    /// A steer message for a run that is not running.
+    pub fn run_not_running() -> Self {
+        Self::new(
+            ErrorCode::RunNotRunning,
+            "the run is not running; steer messages are accepted only while a run is running",
+        )
+    }
+
+    /// A client `taskId` that names somebody else's run (or one in another session).
+    pub fn task_id_taken() -> Self {
+        Self::new(
+            ErrorCode::TaskIdTaken,
+            "taskId is already used by another run; submit with a different taskId",
         )
     }
 
     /// An infrastructure failure: opaque to the caller.
     pub fn internal() -> Self {
-        Self::new(500, "internal", "internal error")
+        Self::new(ErrorCode::Internal, "internal error")
     }
 }
 
@@ -137,11 +259,44 @@ fn json_string(s: &str) -> String {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.status, self.code, self.message)
+        write!(f, "{} {}: {}", self.status(), self.code(), self.message)
     }
 }
 
 impl std::error::Error for ApiError {}
+
+/// How an `ApiError` crosses an internal boundary (the session object's replies): its code, message
+/// and details; the status follows from the code.
+#[derive(Serialize, Deserialize)]
+struct ApiErrorWire {
+    code: String,
+    message: String,
+    details: Vec<(String, String)>,
+}
+
+impl Serialize for ApiError {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ApiErrorWire {
+            code: self.code().to_owned(),
+            message: self.message.clone(),
+            details: self.details.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiError {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = ApiErrorWire::deserialize(d)?;
+        let kind = ErrorCode::from_code(&w.code)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown error code {:?}", w.code)))?;
+        Ok(Self {
+            kind,
+            message: w.message,
+            details: w.details,
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -149,12 +304,12 @@ mod tests {
 
     #[test]
     fn body_puts_error_and_code_first_then_details_in_insertion_order() {
-        let e = ApiError::new(409, "x.y", "t \"q\"")
+        let e = ApiError::new(ErrorCode::TaskIdTaken, "t \"q\"")
             .with("zeta", "z")
             .with("alpha", &1);
         assert_eq!(
             e.body(),
-            r#"{"error":"t \"q\"","errorCode":"x.y","zeta":"z","alpha":1}"#
+            r#"{"error":"t \"q\"","errorCode":"conflict.task_id_taken","zeta":"z","alpha":1}"#
         );
     }
 
@@ -164,5 +319,64 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&e.body()).unwrap();
         assert_eq!(v["errorCode"], "invalid_request");
         assert_eq!(v["field"], "sessionId");
+    }
+
+    #[test]
+    fn every_code_is_unique_and_reads_back_to_its_variant() {
+        for c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(c.code()), Some(c));
+            assert!((400..=599).contains(&c.status()));
+        }
+        assert_eq!(ErrorCode::from_code("nope"), None);
+    }
+
+    #[test]
+    fn an_error_survives_a_serialisation_round_trip_with_its_details_in_order() {
+        let e = ApiError::method_not_allowed("GET, POST").with("x", &[1, 2]);
+        let back: ApiError = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(back.body(), e.body());
+        assert_eq!(back.status(), 405);
+    }
+
+    /// The error table of `docs/ARCHITECTURE.md` lists every code with its status, and nothing else.
+    #[test]
+    fn the_documented_error_table_lists_every_code_with_its_status() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/ARCHITECTURE.md"
+        ))
+        .expect("docs/ARCHITECTURE.md is readable");
+        let table = doc
+            .split("## Error codes")
+            .nth(1)
+            .expect("docs/ARCHITECTURE.md has an `## Error codes` section");
+        let mut documented = std::collections::HashMap::new();
+        for line in table.lines().skip_while(|l| !l.starts_with('|')) {
+            if !line.starts_with('|') {
+                break;
+            }
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            if let (Some(code), Some(status)) = (cells.get(1), cells.get(2)) {
+                if let Some(code) = code.strip_prefix('`').and_then(|c| c.strip_suffix('`')) {
+                    documented.insert(code.to_owned(), status.parse::<u16>().ok());
+                }
+            }
+        }
+        for c in ErrorCode::ALL {
+            assert_eq!(
+                documented.get(c.code()),
+                Some(&Some(c.status())),
+                "`{}` ({}) is missing from, or has another status in, the error table of docs/ARCHITECTURE.md",
+                c.code(),
+                c.status()
+            );
+        }
+        for code in documented.keys() {
+            assert!(
+                ErrorCode::from_code(code).is_some(),
+                "docs/ARCHITECTURE.md documents `{code}`, which no ErrorCode has"
+            );
+        }
     }
 }

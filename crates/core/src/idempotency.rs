@@ -10,8 +10,6 @@ use crate::error::ApiError;
 /// Longest raw `Idempotency-Key` accepted.
 pub const RAW_KEY_MAX: usize = 255;
 
-pub const KEY_REUSED: &str = "idempotency.key_reused";
-
 /// sha256-hex of `(owner ?? "") + "\x1f" + raw`: 64 lowercase hex chars.
 pub fn scoped_key(owner: Option<&str>, raw: &str) -> String {
     let mut material = Vec::with_capacity(owner.map_or(0, str::len) + 1 + raw.len());
@@ -42,8 +40,7 @@ pub fn fingerprint(route: &str, body: &serde_json::Value) -> String {
 /// The refusal for a key presented again with a different request.
 pub fn key_reused() -> ApiError {
     ApiError::new(
-        422,
-        KEY_REUSED,
+        crate::error::ErrorCode::KeyReused,
         "this Idempotency-Key was already used with a different request; use a new key for a new request",
     )
 }

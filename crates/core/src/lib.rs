@@ -5,6 +5,7 @@
 //! from the rows they return, and builds the wire bodies. The Worker (`src/`) executes and transports.
 
 pub mod admission;
+pub mod answer;
 pub mod auth;
 pub mod conflict;
 pub mod error;
@@ -17,8 +18,10 @@ pub mod list;
 pub mod route;
 pub mod run;
 pub mod runner_wire;
+pub mod session_protocol;
 pub mod sql;
 pub mod sse;
+pub mod sse_subscriber;
 pub mod status;
 pub mod store;
 pub mod wire;

@@ -129,7 +129,7 @@ mod tests {
             &crate::hex::encode(b"x:t"),
             &crate::hex::encode(b"1:a/b"),
         ] {
-            assert_eq!(decode_cursor(bad).unwrap_err().status, 400, "{bad}");
+            assert_eq!(decode_cursor(bad).unwrap_err().status(), 400, "{bad}");
         }
     }
 
@@ -147,7 +147,7 @@ mod tests {
             "foo=1",
             "status=%zz",
         ] {
-            assert_eq!(RunListQuery::parse(bad).unwrap_err().status, 400, "{bad}");
+            assert_eq!(RunListQuery::parse(bad).unwrap_err().status(), 400, "{bad}");
         }
     }
 }

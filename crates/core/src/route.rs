@@ -1,6 +1,11 @@
-//! The HTTP route table: `(method, path)` to a [`Route`], so the adapter only dispatches.
+//! The HTTP route table: `(method, path)` to a [`Route`], and who may call each route ([`Access`]),
+//! so the adapter only dispatches and checks the role once.
 
-use crate::{error::ApiError, ids::TaskId};
+use crate::{
+    auth::{Principal, Role},
+    error::ApiError,
+    ids::TaskId,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -17,6 +22,59 @@ pub enum Route {
     Steer(TaskId),
     Lease,
     SubmitTask,
+}
+
+/// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
+/// is not the caller's is the same 404 as a missing one); the role is checked here, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, before authentication (`/health`).
+    Public,
+    /// Clients on their own runs, operators on every run. Runner credentials execute runs; they do
+    /// not submit, read or cancel them as clients.
+    ClientSide,
+    /// The runner protocol: runner credentials (and operators).
+    RunnerSide,
+}
+
+impl Access {
+    pub fn permits(self, role: Role) -> bool {
+        match self {
+            Self::Public => true,
+            Self::ClientSide => matches!(role, Role::Client | Role::Operator),
+            Self::RunnerSide => matches!(role, Role::Runner | Role::Operator),
+        }
+    }
+
+    /// The one role check: 403 `forbidden` naming what the route needs.
+    pub fn check(self, principal: &Principal) -> Result<(), ApiError> {
+        if self.permits(principal.role) {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(match self {
+            Self::RunnerSide => "runner routes need a runner credential",
+            Self::Public | Self::ClientSide => "runner credentials cannot use client routes",
+        }))
+    }
+}
+
+impl Route {
+    /// Who may call this route.
+    pub fn access(&self) -> Access {
+        match self {
+            Self::Health => Access::Public,
+            Self::SubmitRun
+            | Self::ListRuns
+            | Self::GetRun(_)
+            | Self::CancelRun(_)
+            | Self::RunEvents(_)
+            | Self::Steer(_)
+            | Self::SubmitTask => Access::ClientSide,
+            Self::Lease | Self::Heartbeat(_) | Self::AppendEvents(_) | Self::Finish(_) => {
+                Access::RunnerSide
+            }
+        }
+    }
 }
 
 /// Matches a request. Unknown paths are 404, known paths with another method 405; a path id that is
@@ -92,14 +150,16 @@ mod tests {
 
     #[test]
     fn wrong_methods_are_405_and_unknown_paths_404() {
-        assert_eq!(match_route("DELETE", "/v1/runs").unwrap_err().status, 405);
+        assert_eq!(match_route("DELETE", "/v1/runs").unwrap_err().status(), 405);
         assert_eq!(
-            match_route("GET", "/v1/runs/t/cancel").unwrap_err().status,
+            match_route("GET", "/v1/runs/t/cancel")
+                .unwrap_err()
+                .status(),
             405
         );
-        assert_eq!(match_route("GET", "/v2/runs").unwrap_err().status, 404);
+        assert_eq!(match_route("GET", "/v2/runs").unwrap_err().status(), 404);
         assert_eq!(
-            match_route("GET", "/v1/runs/t/x/y").unwrap_err().status,
+            match_route("GET", "/v1/runs/t/x/y").unwrap_err().status(),
             404
         );
     }
@@ -107,6 +167,70 @@ mod tests {
     #[test]
     fn unsafe_path_ids_are_400() {
         let e = match_route("GET", "/v1/runs/a%2Fb").unwrap_err();
-        assert_eq!((e.status, e.code), (400, "invalid_request"));
+        assert_eq!((e.status(), e.code()), (400, "invalid_request"));
+    }
+
+    /// One request per route of the table: adding a route without a line here fails to compile
+    /// (the match in `expected` is exhaustive).
+    const TABLE: [(&str, &str); 12] = [
+        ("GET", "/health"),
+        ("POST", "/v1/runs"),
+        ("GET", "/v1/runs"),
+        ("GET", "/v1/runs/t"),
+        ("POST", "/v1/runs/t/cancel"),
+        ("GET", "/v1/runs/t/events"),
+        ("POST", "/v1/runs/t/events"),
+        ("POST", "/v1/runs/t/heartbeat"),
+        ("POST", "/v1/runs/t/finish"),
+        ("POST", "/v1/runs/t/steer"),
+        ("POST", "/v1/runner/lease"),
+        ("POST", "/v1/tasks"),
+    ];
+
+    /// (client, runner, operator) may call it.
+    fn expected(route: &Route) -> (bool, bool, bool) {
+        match route {
+            Route::Health => (true, true, true),
+            Route::SubmitRun
+            | Route::ListRuns
+            | Route::GetRun(_)
+            | Route::CancelRun(_)
+            | Route::RunEvents(_)
+            | Route::Steer(_)
+            | Route::SubmitTask => (true, false, true),
+            Route::AppendEvents(_) | Route::Heartbeat(_) | Route::Finish(_) | Route::Lease => {
+                (false, true, true)
+            }
+        }
+    }
+
+    #[test]
+    fn every_route_times_every_role_is_allowed_or_forbidden_as_the_matrix_says() {
+        let mut seen = std::collections::HashSet::new();
+        for (method, path) in TABLE {
+            let route = match_route(method, path).unwrap();
+            seen.insert(std::mem::discriminant(&route));
+            let (client, runner, operator) = expected(&route);
+            for (role, allowed) in [
+                (Role::Client, client),
+                (Role::Runner, runner),
+                (Role::Operator, operator),
+            ] {
+                let p = Principal {
+                    id: Some("p".into()),
+                    role,
+                };
+                let outcome = route.access().check(&p);
+                assert_eq!(outcome.is_ok(), allowed, "{method} {path} as {role:?}");
+                if let Err(e) = outcome {
+                    assert_eq!((e.status(), e.code()), (403, "forbidden"));
+                }
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            TABLE.len(),
+            "every route of the table appears once"
+        );
     }
 }

@@ -4,10 +4,10 @@ use crate::{
     sql::{get_i64, get_opt_str, get_str, Row},
     status,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The columns of `task_run` the control plane reads.
-#[derive(Debug, Clone, PartialEq)]
+/// The columns of `task_run` the control plane reads. (Serde: for the session object's replies.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRow {
     pub task_id: String,
     pub session_id: String,

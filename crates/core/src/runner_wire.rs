@@ -325,7 +325,7 @@ mod tests {
                     .unwrap()
                     .validate()
                     .unwrap_err()
-                    .status,
+                    .status(),
                 400,
                 "{bad}"
             );

@@ -84,8 +84,7 @@ impl SubmitRunBody {
         }
         if self.objective.len() > OBJECTIVE_MAX {
             return Err(ApiError::new(
-                413,
-                "payload_too_large",
+                crate::error::ErrorCode::PayloadTooLarge,
                 format!("objective: exceeds {OBJECTIVE_MAX} bytes"),
             )
             .with("field", "objective")
@@ -163,15 +162,15 @@ mod tests {
             (r#"{"sessionId":5,"objective":"o"}"#, "invalid type"),
         ] {
             let e = submit(json).unwrap_err();
-            assert_eq!((e.status, e.code), (400, "invalid_request"), "{json}");
+            assert_eq!((e.status(), e.code()), (400, "invalid_request"), "{json}");
             assert!(e.message.contains(needle), "{}", e.message);
         }
     }
 
     #[test]
     fn malformed_json_and_non_objects_are_refused() {
-        assert_eq!(submit("{").unwrap_err().code, "invalid_json");
-        assert_eq!(submit("[1]").unwrap_err().code, "invalid_request");
+        assert_eq!(submit("{").unwrap_err().code(), "invalid_json");
+        assert_eq!(submit("[1]").unwrap_err().code(), "invalid_request");
     }
 
     #[test]
@@ -206,13 +205,13 @@ mod tests {
             "x".repeat(OBJECTIVE_MAX + 1)
         );
         let e = submit(&big).unwrap_err();
-        assert_eq!((e.status, e.code), (413, "payload_too_large"));
+        assert_eq!((e.status(), e.code()), (413, "payload_too_large"));
     }
 
     #[test]
     fn a_body_over_1_mib_is_413_before_parsing() {
         let e = parse_body::<SubmitRunBody>(&vec![b' '; BODY_MAX + 1]).unwrap_err();
-        assert_eq!(e.status, 413);
+        assert_eq!(e.status(), 413);
     }
 
     #[test]
@@ -220,7 +219,7 @@ mod tests {
         assert!(require_json_content_type(Some("application/json")).is_ok());
         assert!(require_json_content_type(Some("Application/JSON; charset=utf-8")).is_ok());
         for bad in [None, Some("text/plain"), Some("application/jsonx")] {
-            assert_eq!(require_json_content_type(bad).unwrap_err().status, 415);
+            assert_eq!(require_json_content_type(bad).unwrap_err().status(), 415);
         }
     }
 

@@ -1,0 +1,335 @@
+//! The session object's protocol, declared once: the binding, the naming rule, the calls the Worker
+//! sends and the replies the object returns.
+//!
+//! One Durable Object per session (binding [`BINDING`], named by [`object_name`]) is the
+//! serialisation point of that session's claim and its live streams. The Worker authenticates the
+//! caller, checks ownership or role, validates the body, and only then sends a [`SessionCall`]. The
+//! object answers with a [`SessionReply`] (JSON, marked with [`REPLY_HEADER`]); it renders no HTTP.
+//! The only answers that leave the object as responses are streams (SSE): a `Subscribe`, or an
+//! `AdmitStream` that admitted (or met a conflict, which is the stream's one `done` frame).
+//!
+//! [`SessionCall::lock`] is the object's lock policy, stated here so it is tested natively.
+
+pub use crate::admission::Admission;
+use crate::{admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow};
+use serde::{Deserialize, Serialize};
+
+/// The Worker's binding of the session object class.
+pub const BINDING: &str = "SESSION";
+/// The URL of a call (the object has one entry point; the call says what to do).
+pub const CALL_URL: &str = "https://session.internal/call";
+/// Present on every JSON reply; a response without it is a stream the object opened.
+pub const REPLY_HEADER: &str = "x-session-reply";
+
+/// The name of the object that serialises `session_id`: the session id itself. Session ids are safe
+/// ids (`[A-Za-z0-9_.-]{1,64}`), so the name needs no escaping and every Worker isolate derives the
+/// same object for the same session.
+pub fn object_name(session_id: &str) -> &str {
+    session_id
+}
+
+/// A call from the Worker to a session's object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum SessionCall {
+    Admit(AdmitInput),
+    /// Admit, then stream the run (`meta` first); a conflict becomes the stream's `done` frame.
+    AdmitStream(AdmitInput),
+    /// Admit, then wait up to `wait_ms` for the terminal result.
+    AdmitWait {
+        input: AdmitInput,
+        wait_ms: u64,
+    },
+    Cancel {
+        task_id: String,
+        session_id: String,
+    },
+    /// SSE replay after `after`, then the live tail until `done`; `meta` opens with a `meta` frame.
+    Subscribe {
+        task_id: String,
+        after: i64,
+        meta: bool,
+    },
+    /// Wait up to `wait_ms` for an existing run to end.
+    Wait {
+        task_id: String,
+        wait_ms: u64,
+    },
+    Append {
+        task_id: String,
+        lease_epoch: i64,
+        events: Vec<WireEvent>,
+    },
+    Finish {
+        task_id: String,
+        finish: WireFinish,
+    },
+    Steer {
+        task_id: String,
+        message: String,
+    },
+}
+
+/// How much of a call runs under the object's lock.
+///
+/// What the lock guarantees: calls that change the claim or write a run's ledger never interleave,
+/// even while one awaits D1 (a D1 call is external I/O and does not close the object's input gate).
+/// Hence (1) admission decides from a claim no other call is changing, and (2) live frames are
+/// published while the lock is held, right after their D1 commit, so they reach subscribers in seq
+/// order. Streams and waits hold it only while admitting, never while streaming or waiting: a slow
+/// reader never blocks the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// The whole call runs under the lock.
+    Whole,
+    /// The admission runs under the lock; the stream or wait that follows does not.
+    AdmissionOnly,
+    /// No lock: reads the ledger and registers a subscriber or waiter.
+    Free,
+}
+
+impl SessionCall {
+    pub fn lock(&self) -> Lock {
+        match self {
+            Self::Admit(_)
+            | Self::Cancel { .. }
+            | Self::Append { .. }
+            | Self::Finish { .. }
+            | Self::Steer { .. } => Lock::Whole,
+            Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
+            Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
+        }
+    }
+}
+
+/// An event as the Worker forwards it (validated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEvent {
+    pub kind: String,
+    /// JSON text.
+    pub data: String,
+    pub event_id: Option<String>,
+}
+
+/// A finish as the Worker forwards it (validated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireFinish {
+    pub lease_epoch: i64,
+    pub status: String,
+    /// JSON text.
+    pub result: Option<String>,
+    pub error: Option<String>,
+    pub error_code: Option<String>,
+    /// The `done` event's data (JSON text).
+    pub done_json: String,
+}
+
+/// The outcome of a cancel, as the object saw it after its batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CancelReply {
+    pub task_id: String,
+    pub session_id: String,
+    /// The run after the cancel (`None`: no row).
+    pub run: Option<RunRow>,
+    /// Whether a claim naming this task was released.
+    pub claim_released: bool,
+}
+
+/// The object's answer to a call (every call but an opened stream).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum SessionReply {
+    /// Admitted, attached to the caller's own run, or an idempotency key's original answer.
+    Admitted(Admission),
+    /// The session is held: the 409 materials.
+    Conflict(Conflict),
+    Cancelled(CancelReply),
+    /// The seqs assigned to an appended batch, in order.
+    Appended {
+        seqs: Vec<i64>,
+    },
+    /// The run after the runner's finish.
+    Finished(RunRow),
+    SteerQueued {
+        task_id: String,
+        seq: i64,
+    },
+    /// The run when a wait ended (terminal, or still active when the wait ran out).
+    Waited(RunRow),
+    /// A caller's mistake or a refusal (4xx).
+    Refused(ApiError),
+    /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
+    Failed {
+        cause: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conflict::{Conflict, Holder};
+
+    fn input() -> AdmitInput {
+        AdmitInput {
+            session_id: "S".into(),
+            task_id: "T".into(),
+            client_task_id: true,
+            owner: Some("alice".into()),
+            objective: "say hi".into(),
+            meta: "{}".into(),
+            idempotency: Some(("k".into(), "f".into())),
+        }
+    }
+
+    fn every_call() -> Vec<SessionCall> {
+        vec![
+            SessionCall::Admit(input()),
+            SessionCall::AdmitStream(input()),
+            SessionCall::AdmitWait {
+                input: input(),
+                wait_ms: 5,
+            },
+            SessionCall::Cancel {
+                task_id: "T".into(),
+                session_id: "S".into(),
+            },
+            SessionCall::Subscribe {
+                task_id: "T".into(),
+                after: 3,
+                meta: true,
+            },
+            SessionCall::Wait {
+                task_id: "T".into(),
+                wait_ms: 9,
+            },
+            SessionCall::Append {
+                task_id: "T".into(),
+                lease_epoch: 2,
+                events: vec![WireEvent {
+                    kind: "text_delta".into(),
+                    data: r#"{"delta":"é"}"#.into(),
+                    event_id: Some("e1".into()),
+                }],
+            },
+            SessionCall::Finish {
+                task_id: "T".into(),
+                finish: WireFinish {
+                    lease_epoch: 2,
+                    status: "completed".into(),
+                    result: Some("{}".into()),
+                    error: None,
+                    error_code: None,
+                    done_json: r#"{"status":"completed"}"#.into(),
+                },
+            },
+            SessionCall::Steer {
+                task_id: "T".into(),
+                message: "shorter".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_call_survives_a_serialisation_round_trip() {
+        for call in every_call() {
+            let text = serde_json::to_string(&call).unwrap();
+            let back: SessionCall = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, call, "{text}");
+        }
+    }
+
+    #[test]
+    fn claim_and_ledger_writes_run_wholly_under_the_lock_and_streams_never_do() {
+        let policy: Vec<(&str, Lock)> = every_call()
+            .iter()
+            .map(|c| {
+                let v = serde_json::to_value(c).unwrap();
+                (
+                    match v["op"].as_str().unwrap() {
+                        "admit" => "admit",
+                        "admit_stream" => "admit_stream",
+                        "admit_wait" => "admit_wait",
+                        "cancel" => "cancel",
+                        "subscribe" => "subscribe",
+                        "wait" => "wait",
+                        "append" => "append",
+                        "finish" => "finish",
+                        "steer" => "steer",
+                        other => panic!("unexpected op {other}"),
+                    },
+                    c.lock(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            policy,
+            vec![
+                ("admit", Lock::Whole),
+                ("admit_stream", Lock::AdmissionOnly),
+                ("admit_wait", Lock::AdmissionOnly),
+                ("cancel", Lock::Whole),
+                ("subscribe", Lock::Free),
+                ("wait", Lock::Free),
+                ("append", Lock::Whole),
+                ("finish", Lock::Whole),
+                ("steer", Lock::Whole),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_reply_survives_a_serialisation_round_trip() {
+        let run: RunRow = serde_json::from_value(serde_json::json!({
+            "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
+            "status": "completed", "objective_preview": "p", "result": "{\"ok\":true}",
+            "error": null, "error_code": null, "held_by": null, "lease_epoch": 1,
+            "cancel_requested": false, "heartbeat_at": 5, "last_seq": 4, "created_at": 1,
+            "updated_at": 2
+        }))
+        .unwrap();
+        let replies = vec![
+            SessionReply::Admitted(Admission {
+                status: 202,
+                body: r#"{"taskId":"T"}"#.into(),
+                task_id: "T".into(),
+                replayed: true,
+            }),
+            SessionReply::Conflict(Conflict::build(
+                "S",
+                Some("T"),
+                &Holder::Row {
+                    status: "suspended".into(),
+                    pending_gate_kind: Some("tool_approval".into()),
+                },
+            )),
+            SessionReply::Cancelled(CancelReply {
+                task_id: "T".into(),
+                session_id: "S".into(),
+                run: Some(run.clone()),
+                claim_released: true,
+            }),
+            SessionReply::Appended { seqs: vec![1, 2] },
+            SessionReply::Finished(run.clone()),
+            SessionReply::SteerQueued {
+                task_id: "T".into(),
+                seq: 1,
+            },
+            SessionReply::Waited(run),
+            SessionReply::Refused(ApiError::lease_lost()),
+            SessionReply::Failed {
+                cause: "d1: boom".into(),
+            },
+        ];
+        for reply in replies {
+            let text = serde_json::to_string(&reply).unwrap();
+            let back: SessionReply = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, reply, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_object_of_a_session_is_named_by_the_session_id() {
+        assert_eq!(object_name("demo-1"), "demo-1");
+        assert_eq!(BINDING, "SESSION");
+    }
+}
