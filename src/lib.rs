@@ -1,18 +1,20 @@
 //! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
 //!
 //! It owns transport only: the router and handlers (`http/`), the D1 executor (`d1.rs`), the session
-//! Durable Object (`session_do.rs`), principal resolution (`auth.rs`) and the clock and entropy
+//! Durable Object (`session_do/`), principal resolution (`auth.rs`) and the clock and entropy
 //! (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
 //! exercised by the black-box tests in `tests/` against `wrangler dev`.
 
 #[cfg(target_arch = "wasm32")]
 mod auth;
 #[cfg(target_arch = "wasm32")]
+mod cx;
+#[cfg(target_arch = "wasm32")]
 mod d1;
 #[cfg(target_arch = "wasm32")]
-mod http;
+mod failure;
 #[cfg(target_arch = "wasm32")]
-mod live;
+mod http;
 #[cfg(target_arch = "wasm32")]
 mod platform;
 #[cfg(target_arch = "wasm32")]

@@ -1,41 +1,12 @@
 //! The one place that turns outcomes into HTTP responses.
 //!
 //! A handler returns `Result<Response, Failure>`. `Failure::Api` carries a caller-facing refusal (its
-//! status and body come from the core); `Failure::Infra` is ours: logged once here, answered with an
-//! opaque 500.
+//! status and body come from the core's catalogue); `Failure::Infra` is ours: logged once here,
+//! answered with an opaque 500.
 
-use sema_core::{sql::DbError, store::StoreError, ApiError};
+use crate::failure::Failure;
+use sema_core::ApiError;
 use worker::{Headers, Response};
-
-#[derive(Debug)]
-pub enum Failure {
-    Api(ApiError),
-    Infra(String),
-}
-
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Self {
-        Self::Api(e)
-    }
-}
-
-impl From<worker::Error> for Failure {
-    fn from(e: worker::Error) -> Self {
-        Self::Infra(format!("runtime: {e}"))
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        Self::Infra(format!("store: {e}"))
-    }
-}
-
-impl From<DbError> for Failure {
-    fn from(e: DbError) -> Self {
-        Self::Infra(format!("d1: {e}"))
-    }
-}
 
 /// A JSON response with `status` and a body already serialised.
 pub fn json(status: u16, body: String) -> Response {
@@ -53,7 +24,7 @@ pub fn respond(outcome: Result<Response, Failure>) -> Response {
     match outcome {
         Ok(resp) => resp,
         Err(Failure::Api(e)) => {
-            let resp = json(e.status, e.body());
+            let resp = json(e.status(), e.body());
             if let Some(allow) = e.detail("allow") {
                 let _ = resp.headers().set("allow", allow.trim_matches('"'));
             }

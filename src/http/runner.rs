@@ -4,15 +4,13 @@
 //! Every call after the lease carries `leaseEpoch`; the store checks it in the WHERE clause of each
 //! write, and a stale epoch answers `409 lease_lost` with nothing written.
 
-use super::error::{json, Failure};
-use super::runs::json_body;
-use super::Cx;
-use crate::{platform, session_do};
+use super::{error::json, reply, runs::json_body};
+use crate::{cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
-    auth::{Principal, Role},
     hex,
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
+    session_protocol::{SessionCall, WireEvent, WireFinish},
     store::RunStore,
     ApiError,
 };
@@ -22,16 +20,8 @@ use worker::{Request, Response};
 /// How many lease candidates one attempt tries before polling again.
 const LEASE_CANDIDATES: i64 = 8;
 
-pub fn require_runner(principal: &Principal) -> Result<(), Failure> {
-    match principal.role {
-        Role::Runner | Role::Operator => Ok(()),
-        Role::Client => Err(ApiError::forbidden("runner routes need a runner credential").into()),
-    }
-}
-
 /// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
-pub async fn lease(req: &mut Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    require_runner(principal)?;
+pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let (runner_id, wait_ms) = body.validate()?;
     let store = cx.store()?;
@@ -64,13 +54,7 @@ pub async fn lease(req: &mut Request, cx: &Cx, principal: &Principal) -> Result<
 
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}]}`; each steer message is
 /// delivered once, in order.
-pub async fn heartbeat(
-    req: &mut Request,
-    cx: &Cx,
-    principal: &Principal,
-    task_id: &TaskId,
-) -> Result<Response, Failure> {
-    require_runner(principal)?;
+pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, HeartbeatBody) = json_body(req).await?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
     let beat = cx
@@ -124,45 +108,33 @@ async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
 }
 
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
-pub async fn append(
-    req: &mut Request,
-    cx: &Cx,
-    principal: &Principal,
-    task_id: &TaskId,
-) -> Result<Response, Failure> {
-    require_runner(principal)?;
+pub async fn append(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
     let (lease_epoch, events) = body.validate()?;
     let session = session_of(cx, task_id).await?;
-    let call = session_do::Call::Append {
+    let call = SessionCall::Append {
         task_id: task_id.as_str().to_owned(),
         lease_epoch,
         events: events
             .into_iter()
-            .map(|e| session_do::WireEvent {
+            .map(|e| WireEvent {
                 kind: e.kind,
                 data: e.data,
                 event_id: e.event_id,
             })
             .collect(),
     };
-    session_do::call(cx, &session, &call).await
+    reply::render(client::call(cx, &session, &call).await?)
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
-pub async fn finish(
-    req: &mut Request,
-    cx: &Cx,
-    principal: &Principal,
-    task_id: &TaskId,
-) -> Result<Response, Failure> {
-    require_runner(principal)?;
+pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, FinishBody) = json_body(req).await?;
     let f = body.validate()?;
     let session = session_of(cx, task_id).await?;
-    let call = session_do::Call::Finish {
+    let call = SessionCall::Finish {
         task_id: task_id.as_str().to_owned(),
-        finish: session_do::WireFinish {
+        finish: WireFinish {
             lease_epoch: f.lease_epoch,
             status: f.status.clone(),
             result: f.result.as_ref().map(|r| r.to_string()),
@@ -171,5 +143,5 @@ pub async fn finish(
             done_json: f.done_json(),
         },
     };
-    session_do::call(cx, &session, &call).await
+    reply::render(client::call(cx, &session, &call).await?)
 }

@@ -1,19 +1,19 @@
 //! Run handlers: submit, read, list, cancel.
 //!
-//! Claim-changing work (admission, cancel-now) goes to the session's Durable Object, which answers
-//! with the final response; reads go straight to D1.
+//! Claim-changing work (admission, cancel-now) goes to the session's Durable Object as a typed call;
+//! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
-use super::error::{json, Failure};
-use super::Cx;
-use crate::{platform, session_do};
+use super::{error::json, reply};
+use crate::{cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
-    admission::{AdmitInput, Replay},
+    admission::AdmitInput,
     auth::{Principal, Role},
-    idempotency,
+    idempotency::{self, Replay},
     ids::TaskId,
     list::{encode_cursor, RunListQuery},
     run::RunRow,
     runner_wire::TaskMode,
+    session_protocol::SessionCall,
     sql::run_sql::ListScope,
     status,
     store::RunStore,
@@ -23,14 +23,6 @@ use sema_core::{
 use worker::{Request, Response};
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
-
-/// Runner credentials execute runs; they do not submit, read or cancel them as clients.
-pub fn require_client_side(principal: &Principal) -> Result<(), Failure> {
-    if principal.role == Role::Runner {
-        return Err(ApiError::forbidden("runner credentials cannot use client routes").into());
-    }
-    Ok(())
-}
 
 /// Reads and parses a JSON body of at most 1 MiB (refused by declared length before reading when
 /// possible): the generic value (for fingerprints) and the typed request.
@@ -57,7 +49,6 @@ pub async fn submit(
     cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let raw_key = req.headers().get("idempotency-key").ok().flatten();
     let (value, body): (_, SubmitRunBody) = json_body(req).await?;
     let submit = body.validate()?;
@@ -72,14 +63,9 @@ pub async fn submit(
     .await?
     {
         Ok(input) => input,
-        Err(original) => return Ok(replayed(original.status, original.body)),
+        Err(original) => return Ok(reply::replayed(original.status, original.body)),
     };
-    session_do::call(
-        cx,
-        &input.session_id.clone(),
-        &session_do::Call::Admit(input),
-    )
-    .await
+    ask(cx, &input.session_id.clone(), &SessionCall::Admit(input)).await
 }
 
 /// Builds the admission of a validated submit: mints the task id unless the client gave one, and
@@ -125,13 +111,6 @@ pub async fn admit_input(
     }))
 }
 
-/// A replayed admission: the original status and body, marked as a replay.
-pub fn replayed(status: u16, body: String) -> Response {
-    let resp = json(status, body);
-    let _ = resp.headers().set("idempotency-replayed", "true");
-    resp
-}
-
 /// Reads a run the principal may see; anything else is the same 404.
 pub async fn visible_run(
     cx: &Cx,
@@ -156,13 +135,11 @@ fn face_json(status: u16, run: &RunRow) -> Result<Response, Failure> {
 
 /// `GET /v1/runs/{id}`.
 pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     face_json(200, &visible_run(cx, principal, task_id).await?)
 }
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let url = req.url()?;
     let q = RunListQuery::parse(url.query().unwrap_or(""))?;
     let scope = match principal.role {
@@ -192,7 +169,6 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
 /// `POST /v1/runs/{id}/cancel`: a run no runner drives (or a parked one) is cancelled now and its
 /// claim released (200); a run a runner holds gets `cancelRequested` (202) and the runner finishes it.
 pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let store = cx.store()?;
     let session_id = match store.get_run(task_id.as_str()).await? {
         Some(run) => {
@@ -216,11 +192,11 @@ pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<
             session_id
         }
     };
-    let call = session_do::Call::Cancel {
+    let call = SessionCall::Cancel {
         task_id: task_id.as_str().to_owned(),
         session_id: session_id.clone(),
     };
-    session_do::call(cx, &session_id, &call).await
+    ask(cx, &session_id, &call).await
 }
 
 /// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
@@ -231,7 +207,6 @@ pub async fn events(
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let run = visible_run(cx, principal, task_id).await?;
     let url = req.url()?;
     let mut after: Option<i64> = None;
@@ -270,12 +245,12 @@ pub async fn events(
                 )
             })?);
         }
-        let call = session_do::Call::Subscribe {
+        let call = SessionCall::Subscribe {
             task_id: task_id.as_str().to_owned(),
             after: after.unwrap_or(0),
             meta: false,
         };
-        return session_do::call(cx, &run.session_id, &call).await;
+        return ask(cx, &run.session_id, &call).await;
     }
     let after = after.unwrap_or(0);
     let page = cx
@@ -313,15 +288,14 @@ pub async fn steer(
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let (_, body): (_, sema_core::runner_wire::SteerBody) = json_body(req).await?;
     let message = body.validate()?;
     let run = visible_run(cx, principal, task_id).await?;
-    let call = session_do::Call::Steer {
+    let call = SessionCall::Steer {
         task_id: task_id.as_str().to_owned(),
         message,
     };
-    session_do::call(cx, &run.session_id, &call).await
+    ask(cx, &run.session_id, &call).await
 }
 
 /// `POST /v1/tasks`: admit and stream (SSE: `meta`, live events, `done`), or with `"stream": false`
@@ -331,7 +305,6 @@ pub async fn submit_task(
     cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
-    require_client_side(principal)?;
     let raw_key = req.headers().get("idempotency-key").ok().flatten();
     let (value, body): (_, sema_core::runner_wire::TaskBody) = json_body(req).await?;
     let (submit, mode) = body.validate()?;
@@ -355,14 +328,14 @@ pub async fn submit_task(
                 .await?
                 .ok_or_else(|| ApiError::not_found("run"))?;
             let call = match mode {
-                TaskMode::Stream => session_do::Call::Subscribe {
+                TaskMode::Stream => SessionCall::Subscribe {
                     task_id,
                     after: 0,
                     meta: true,
                 },
-                TaskMode::Wait(wait_ms) => session_do::Call::Wait { task_id, wait_ms },
+                TaskMode::Wait(wait_ms) => SessionCall::Wait { task_id, wait_ms },
             };
-            return session_do::call(cx, &run.session_id, &call).await;
+            return ask(cx, &run.session_id, &call).await;
         }
     };
     attach(cx, input, mode).await
@@ -371,8 +344,13 @@ pub async fn submit_task(
 async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, Failure> {
     let session = input.session_id.clone();
     let call = match mode {
-        TaskMode::Stream => session_do::Call::AdmitStream(input),
-        TaskMode::Wait(wait_ms) => session_do::Call::AdmitWait { input, wait_ms },
+        TaskMode::Stream => SessionCall::AdmitStream(input),
+        TaskMode::Wait(wait_ms) => SessionCall::AdmitWait { input, wait_ms },
     };
-    session_do::call(cx, &session, &call).await
+    ask(cx, &session, &call).await
+}
+
+/// Sends `call` to the session's object and renders its answer.
+async fn ask(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Response, Failure> {
+    reply::render(client::call(cx, session_id, call).await?)
 }

@@ -8,7 +8,7 @@
 
 use crate::{
     conflict::{Conflict, Holder},
-    idempotency,
+    idempotency::{IdempotencyBinding, Replay},
     run::RunRow,
     status,
     store::ClaimHolder,
@@ -45,42 +45,6 @@ pub struct Claim {
     /// Set when the claim holder was admitted under an idempotency key.
     #[serde(default)]
     pub idempotency: Option<IdempotencyBinding>,
-}
-
-/// A scoped idempotency key with the request it was bound to and the answer it produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdempotencyBinding {
-    pub scoped_key: String,
-    pub fingerprint: String,
-    /// The run the key admitted.
-    #[serde(default)]
-    pub task_id: String,
-    pub response_status: u16,
-    pub response_body: String,
-}
-
-impl IdempotencyBinding {
-    /// The answer to a request presenting this key with `fingerprint`: the original admission again,
-    /// or `idempotency.key_reused` for a different request.
-    pub fn answer(&self, fingerprint: &str) -> Result<Replay, ApiError> {
-        if self.fingerprint == fingerprint {
-            Ok(Replay {
-                task_id: self.task_id.clone(),
-                status: self.response_status,
-                body: self.response_body.clone(),
-            })
-        } else {
-            Err(idempotency::key_reused())
-        }
-    }
-}
-
-/// A replayed admission: the stored status and body, sent with `Idempotency-Replayed: true`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replay {
-    pub task_id: String,
-    pub status: u16,
-    pub body: String,
 }
 
 /// One submission as the Durable Object receives it.

@@ -3,7 +3,7 @@
 //! so every body is decided (and tested) here once.
 
 use crate::{run::RunRow, session_protocol::CancelReply, sse, status};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// A status and a JSON body (text: the face keeps its field order on the wire).
 pub type Answer = (u16, String);
@@ -99,6 +99,7 @@ pub fn finished(run: &RunRow) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn parsed((code, body): Answer) -> (u16, Value) {
         (code, serde_json::from_str(&body).unwrap())

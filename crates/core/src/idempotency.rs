@@ -6,6 +6,43 @@
 //! same key with a different request is refused (`idempotency.key_reused`). 409s are never stored.
 
 use crate::error::ApiError;
+use serde::{Deserialize, Serialize};
+
+/// A scoped idempotency key with the request it was bound to and the answer it produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyBinding {
+    pub scoped_key: String,
+    pub fingerprint: String,
+    /// The run the key admitted.
+    #[serde(default)]
+    pub task_id: String,
+    pub response_status: u16,
+    pub response_body: String,
+}
+
+impl IdempotencyBinding {
+    /// The answer to a request presenting this key with `fingerprint`: the original admission again,
+    /// or `idempotency.key_reused` for a different request.
+    pub fn answer(&self, fingerprint: &str) -> Result<Replay, ApiError> {
+        if self.fingerprint == fingerprint {
+            Ok(Replay {
+                task_id: self.task_id.clone(),
+                status: self.response_status,
+                body: self.response_body.clone(),
+            })
+        } else {
+            Err(key_reused())
+        }
+    }
+}
+
+/// A replayed admission: the stored status and body, sent with `Idempotency-Replayed: true`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    pub task_id: String,
+    pub status: u16,
+    pub body: String,
+}
 
 /// Longest raw `Idempotency-Key` accepted.
 pub const RAW_KEY_MAX: usize = 255;

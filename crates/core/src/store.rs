@@ -6,7 +6,7 @@
 //! Worker runs on D1 is exactly the SQL the tests run on SQLite.
 
 use crate::{
-    admission::IdempotencyBinding,
+    idempotency::IdempotencyBinding,
     leader::{self, LeaderRunRecord},
     run::RunRow,
     sql::{

@@ -11,7 +11,9 @@ use sema_core::{
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A unique lowercase name for a database, schema or id.
+/// A unique lowercase name for a database, schema or id. (A test fixture's name, not a decision of
+/// the store: the clock only makes names unique across test processes.)
+#[allow(clippy::disallowed_methods)]
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()

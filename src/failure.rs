@@ -1,0 +1,52 @@
+//! Why a request (or a session object's call) did not succeed: a refusal for the caller, or a failure
+//! of ours. Shared by the HTTP layer and the session object; only `http/error.rs` turns it into HTTP.
+
+use sema_core::{session_protocol::SessionReply, sql::DbError, store::StoreError, ApiError};
+
+#[derive(Debug)]
+pub enum Failure {
+    /// A caller-facing refusal: its status and body come from the core.
+    Api(ApiError),
+    /// Ours: logged once, answered with an opaque 500.
+    Infra(String),
+}
+
+impl Failure {
+    /// The session object's reply for this failure.
+    pub fn into_reply(self) -> SessionReply {
+        match self {
+            Self::Api(e) => SessionReply::Refused(e),
+            Self::Infra(cause) => SessionReply::Failed { cause },
+        }
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl From<worker::Error> for Failure {
+    fn from(e: worker::Error) -> Self {
+        Self::Infra(format!("runtime: {e}"))
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Infra(format!("store: {e}"))
+    }
+}
+
+impl From<DbError> for Failure {
+    fn from(e: DbError) -> Self {
+        Self::Infra(format!("d1: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for Failure {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Infra(format!("json: {e}"))
+    }
+}

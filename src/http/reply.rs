@@ -1,0 +1,35 @@
+//! Rendering of the session object's answers: each typed reply becomes the response the core's
+//! `answer` module describes; a stream the object opened passes through.
+
+use super::error::json;
+use crate::{failure::Failure, session_do::client::Answer};
+use sema_core::{answer, session_protocol::SessionReply};
+use worker::Response;
+
+/// The HTTP response for what a session object answered.
+pub fn render(answer: Answer) -> Result<Response, Failure> {
+    let reply = match answer {
+        Answer::Stream(resp) => return Ok(resp),
+        Answer::Reply(reply) => reply,
+    };
+    let (status, body) = match reply {
+        SessionReply::Admitted(a) if a.replayed => return Ok(replayed(a.status, a.body)),
+        SessionReply::Admitted(a) => (a.status, a.body),
+        SessionReply::Conflict(c) => return Err(c.to_api_error().into()),
+        SessionReply::Cancelled(c) => answer::cancelled(&c),
+        SessionReply::Appended { seqs } => answer::appended(&seqs),
+        SessionReply::Finished(run) => answer::finished(&run),
+        SessionReply::SteerQueued { task_id, seq } => answer::steer_queued(&task_id, seq),
+        SessionReply::Waited(run) => answer::waited(&run),
+        SessionReply::Refused(e) => return Err(e.into()),
+        SessionReply::Failed { cause } => return Err(Failure::Infra(cause)),
+    };
+    Ok(json(status, body))
+}
+
+/// A replayed admission: the original status and body, marked as a replay.
+pub fn replayed(status: u16, body: String) -> Response {
+    let resp = json(status, body);
+    let _ = resp.headers().set("idempotency-replayed", "true");
+    resp
+}

@@ -1,0 +1,39 @@
+//! The Worker's side of the session-object protocol: send a typed call to the object of a session,
+//! get back its typed reply or the stream it opened.
+
+use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
+use sema_core::session_protocol::{
+    object_name, SessionCall, SessionReply, BINDING, CALL_URL, REPLY_HEADER,
+};
+use wasm_bindgen::JsValue;
+use worker::{Method, Request, RequestInit, Response};
+
+/// What a session object answered.
+pub enum Answer {
+    Reply(SessionReply),
+    /// An SSE stream, passed through to the client as it is.
+    Stream(Response),
+}
+
+/// Sends `call` to the object of `session_id`.
+pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answer, Failure> {
+    let stub = cx
+        .env
+        .durable_object(BINDING)?
+        .get_by_name(object_name(session_id))?;
+    let body = serde_json::to_string(call)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_body(Some(JsValue::from_str(&body)));
+    let req = Request::new_with_init(CALL_URL, &init)?;
+    let mut resp = stub.fetch_with_request(req).await?;
+    // The object's D1 cost is part of this request's.
+    if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
+        cx.meter.add_header(&share);
+    }
+    if resp.headers().has(REPLY_HEADER).unwrap_or(false) {
+        let text = resp.text().await?;
+        return Ok(Answer::Reply(serde_json::from_str(&text)?));
+    }
+    Ok(Answer::Stream(resp))
+}

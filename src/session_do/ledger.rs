@@ -1,0 +1,127 @@
+//! Writes to a run's ledger and claim that subscribers must see live: append, finish, steer, cancel.
+//! Each runs under the object's lock; frames are published right after the D1 commit (seq order).
+
+use super::SessionDo;
+use crate::{cx::Cx, failure::Failure, platform};
+use sema_core::{
+    answer,
+    session_protocol::{CancelReply, SessionReply, WireEvent, WireFinish},
+    sql::{event_sql::NewEvent, DbError},
+    sse,
+    store::{Appended, EventRow, RunStore, StoreError},
+    ApiError,
+};
+
+impl SessionDo {
+    pub(super) async fn append(
+        &self,
+        cx: &Cx,
+        task_id: &str,
+        lease_epoch: i64,
+        events: Vec<WireEvent>,
+    ) -> Result<SessionReply, Failure> {
+        let new: Vec<NewEvent<'_>> = events
+            .iter()
+            .map(|e| NewEvent {
+                kind: &e.kind,
+                data: &e.data,
+                event_id: e.event_id.as_deref(),
+            })
+            .collect();
+        let now = platform::now_ms();
+        let appended = match cx
+            .store()?
+            .append_events(task_id, lease_epoch, &new, now)
+            .await
+        {
+            Err(StoreError::Db(DbError::Duplicate { .. })) => {
+                return Err(ApiError::duplicate_event_id().into())
+            }
+            other => other?,
+        };
+        let Appended::Seqs(seqs) = appended else {
+            return Err(ApiError::lease_lost().into());
+        };
+        let rows: Vec<EventRow> = events
+            .into_iter()
+            .zip(&seqs)
+            .map(|(e, seq)| EventRow {
+                seq: *seq,
+                kind: e.kind,
+                data: e.data,
+                event_id: e.event_id,
+                created_at: now,
+            })
+            .collect();
+        self.hub.publish_events(task_id, &rows);
+        Ok(SessionReply::Appended { seqs })
+    }
+
+    pub(super) async fn finish(
+        &self,
+        cx: &Cx,
+        task_id: &str,
+        f: WireFinish,
+    ) -> Result<SessionReply, Failure> {
+        let store = cx.store()?;
+        let done_seq = store
+            .finish_run(
+                task_id,
+                f.lease_epoch,
+                &f.status,
+                f.result.as_deref(),
+                f.error.as_deref(),
+                f.error_code.as_deref(),
+                &f.done_json,
+                platform::now_ms(),
+            )
+            .await?
+            .ok_or_else(ApiError::lease_lost)?;
+        self.forget_claim_of(task_id).await?;
+        let result: serde_json::Value = serde_json::from_str(&f.done_json).unwrap_or_default();
+        self.hub
+            .publish(task_id, done_seq, &sse::done_frame(done_seq, &result), true);
+        let run = store
+            .get_run(task_id)
+            .await?
+            .ok_or_else(|| Failure::Infra("finished run vanished".into()))?;
+        Ok(SessionReply::Finished(run))
+    }
+
+    pub(super) async fn steer(
+        &self,
+        cx: &Cx,
+        task_id: String,
+        message: &str,
+    ) -> Result<SessionReply, Failure> {
+        let seq = cx
+            .store()?
+            .add_steer(&task_id, message, platform::now_ms())
+            .await?
+            .ok_or_else(ApiError::run_not_running)?;
+        Ok(SessionReply::SteerQueued { task_id, seq })
+    }
+
+    pub(super) async fn cancel(
+        &self,
+        cx: &Cx,
+        task_id: String,
+        session_id: String,
+    ) -> Result<SessionReply, Failure> {
+        let outcome = cx.store()?.cancel(&task_id, platform::now_ms()).await?;
+        let effects = answer::cancel_effects(outcome.run.as_ref());
+        if effects.forget_claim {
+            self.forget_claim_of(&task_id).await?;
+        }
+        if let Some((seq, frame)) = &effects.done {
+            // Open streams and waiters of the run end with the done frame built from the row.
+            self.hub.publish(&task_id, *seq, frame, true);
+        }
+        Ok(SessionReply::Cancelled(CancelReply {
+            task_id,
+            session_id,
+            run: outcome.run,
+            claim_released: outcome.claim_released,
+        }))
+    }
+}

@@ -1,0 +1,139 @@
+//! `SessionDo`: one Durable Object per session, the serialisation point of its claim and the home of
+//! its runs' live streams. It speaks the typed protocol of `sema_core::session_protocol` and renders
+//! no HTTP: every call gets a `SessionReply`, except an opened SSE stream.
+//!
+//! Lock policy (`SessionCall::lock`): claim changes and ledger writes (admit, cancel, append, finish,
+//! steer) run wholly under the object's async mutex, so calls on one session never interleave even
+//! while one awaits D1 (external I/O does not close the input gate), and live frames are published
+//! under it right after their D1 commit, hence in seq order. Streams and waits hold it only while
+//! admitting.
+//!
+//! Ordering: D1 commits first, then the object's memory and storage follow; D1's unique key on
+//! `task_active` is the final judge (see `admission.rs`).
+//!
+//! Parts: `admission.rs` (admit and reconcile with D1), `ledger.rs` (append, finish, steer, cancel),
+//! `streams.rs` (SSE and waits), `fanout.rs` (subscribers and waiters), `state.rs` (the remembered
+//! claim), `client.rs` (the Worker's side of the protocol).
+
+mod admission;
+pub mod client;
+mod fanout;
+mod ledger;
+mod state;
+mod streams;
+
+use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
+use fanout::Hub;
+use futures_util::lock::Mutex;
+use sema_core::{
+    admission::SessionState,
+    session_protocol::{Lock, SessionCall, SessionReply, REPLY_HEADER},
+};
+use std::{cell::RefCell, rc::Rc};
+use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
+
+#[durable_object]
+pub struct SessionDo {
+    state: State,
+    env: Env,
+    lock: Mutex<()>,
+    memory: RefCell<Option<SessionState>>,
+    hub: Rc<Hub>,
+}
+
+/// What a call produced: a reply, or a stream the object opened.
+pub(crate) enum Outcome {
+    Reply(SessionReply),
+    Stream(Response),
+}
+
+impl DurableObject for SessionDo {
+    fn new(state: State, env: Env) -> Self {
+        Self {
+            state,
+            env,
+            lock: Mutex::new(()),
+            memory: RefCell::new(None),
+            hub: Rc::new(Hub::default()),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let cx = Cx::new(self.env.clone());
+        let outcome = match req.json::<SessionCall>().await {
+            Ok(call) => self.dispatch(&cx, call).await,
+            Err(e) => Err(Failure::Infra(format!("session object call: {e}"))),
+        };
+        let resp = match outcome {
+            Ok(Outcome::Stream(resp)) => resp,
+            Ok(Outcome::Reply(reply)) => reply_response(&reply)?,
+            Err(f) => reply_response(&f.into_reply())?,
+        };
+        // The object's D1 cost, added to the calling request's by the Worker.
+        let _ = resp.headers().set(METER_HEADER, &cx.meter.header());
+        Ok(resp)
+    }
+}
+
+fn reply_response(reply: &SessionReply) -> worker::Result<Response> {
+    let body = serde_json::to_string(reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    let _ = headers.set(REPLY_HEADER, "1");
+    Ok(Response::ok(body)?.with_headers(headers))
+}
+
+impl SessionDo {
+    async fn dispatch(&self, cx: &Cx, call: SessionCall) -> Result<Outcome, Failure> {
+        let _serialised = match call.lock() {
+            Lock::Whole => Some(self.lock.lock().await),
+            Lock::AdmissionOnly | Lock::Free => None,
+        };
+        let reply = match call {
+            SessionCall::Admit(input) => match self.admit(cx, &input).await {
+                Ok(admission) => SessionReply::Admitted(admission),
+                Err(refusal) => refusal.into_reply(),
+            },
+            SessionCall::AdmitStream(input) => {
+                let admitted = {
+                    let _serialised = self.lock.lock().await;
+                    self.admit(cx, &input).await
+                };
+                return self.stream_admission(&input, admitted);
+            }
+            SessionCall::AdmitWait { input, wait_ms } => {
+                let (admitted, done) = {
+                    let _serialised = self.lock.lock().await;
+                    // Registered before admitting, so a run that ends at once is not missed.
+                    let done = self.hub.wait_done(&input.task_id);
+                    (self.admit(cx, &input).await, done)
+                };
+                match admitted {
+                    Ok(a) => self.wait_for(cx, &a.task_id, done, wait_ms).await?,
+                    Err(refusal) => refusal.into_reply(),
+                }
+            }
+            SessionCall::Subscribe {
+                task_id,
+                after,
+                meta,
+            } => return self.subscribe_call(cx, &task_id, after, meta).await,
+            SessionCall::Wait { task_id, wait_ms } => {
+                let done = self.hub.wait_done(&task_id);
+                self.wait_for(cx, &task_id, done, wait_ms).await?
+            }
+            SessionCall::Cancel {
+                task_id,
+                session_id,
+            } => self.cancel(cx, task_id, session_id).await?,
+            SessionCall::Append {
+                task_id,
+                lease_epoch,
+                events,
+            } => self.append(cx, &task_id, lease_epoch, events).await?,
+            SessionCall::Finish { task_id, finish } => self.finish(cx, &task_id, finish).await?,
+            SessionCall::Steer { task_id, message } => self.steer(cx, task_id, &message).await?,
+        };
+        Ok(Outcome::Reply(reply))
+    }
+}

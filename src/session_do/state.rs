@@ -1,0 +1,44 @@
+//! The session state the object remembers (owner and claim): memory first, then the object's own
+//! storage. It is a cache of D1's truth: lost at any moment, re-learnt from D1's refusals.
+
+use super::SessionDo;
+use crate::failure::Failure;
+use sema_core::admission::SessionState;
+
+const STATE_KEY: &str = "state";
+
+impl SessionDo {
+    /// The session state: memory, else storage, else empty.
+    pub(super) async fn load(&self) -> Result<SessionState, Failure> {
+        if let Some(s) = self.memory.borrow().as_ref() {
+            return Ok(s.clone());
+        }
+        let stored: Option<String> = self.state.storage().get(STATE_KEY).await?;
+        let state = match stored {
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| Failure::Infra(format!("stored session state: {e}")))?,
+            None => SessionState::default(),
+        };
+        *self.memory.borrow_mut() = Some(state.clone());
+        Ok(state)
+    }
+
+    /// Persists `state`. Memory is updated first: if the storage write fails, this instance still
+    /// knows the truth, and a later instance re-learns it from D1's refusal.
+    pub(super) async fn save(&self, state: SessionState) -> Result<(), Failure> {
+        let text = serde_json::to_string(&state)?;
+        *self.memory.borrow_mut() = Some(state);
+        self.state.storage().put(STATE_KEY, text).await?;
+        Ok(())
+    }
+
+    /// Drops the remembered claim if `task_id` holds it (its run just ended).
+    pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<(), Failure> {
+        let mut state = self.load().await?;
+        if state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
+            state.claim = None;
+            self.save(state).await?;
+        }
+        Ok(())
+    }
+}
