@@ -3,9 +3,12 @@
 use crate::every_dialect;
 use crate::harness::{unique, Fixture};
 use sema_core::{
-    leader,
-    sql::{event_sql::NewEvent, run_sql::ListScope, run_sql::NewRun},
-    store::{Appended, CreateRun, LeaderRunStore, RunStore},
+    leader::{self, LeaderFinish},
+    sql::DbError,
+    store::{
+        prelude::*, Appended, CreateRun, Finish, Heartbeat, ListScope, NewCheckpoint, NewEvent,
+        NewRun, ParkStatus, ReapReport, SessionTask, StoreError, Terminal, TerminalStatus, Tick,
+    },
 };
 
 const NOW: i64 = 1_700_000_000_000;
@@ -24,8 +27,106 @@ fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64
     }
 }
 
+fn terminal(task: &str, status: TerminalStatus, now: i64) -> Terminal<'_> {
+    Terminal {
+        task_id: task,
+        status,
+        result_json: None,
+        error: None,
+        error_code: None,
+        now,
+    }
+}
+
+fn checkpoint<'a>(
+    id: &'a str,
+    session: &'a str,
+    task: &'a str,
+    gate_kind: &'a str,
+    expires_at: i64,
+    now: i64,
+) -> NewCheckpoint<'a> {
+    NewCheckpoint {
+        checkpoint_id: id,
+        session_id: session,
+        task_id: task,
+        owner: None,
+        gate_kind,
+        expires_at,
+        now,
+    }
+}
+
+/// `(session, task)` pairs, as a reaper reports them (sorted).
+fn pairs(list: &[(&str, &str)]) -> Vec<SessionTask> {
+    let mut v: Vec<_> = list.iter().map(|(s, t)| SessionTask::new(*s, *t)).collect();
+    v.sort();
+    v
+}
+
+/// Reaper ticks, each with a fresh tick id.
+async fn reap_stale<S: ReaperStore>(
+    s: &S,
+    cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.reap_stale(
+        &Tick {
+            id: &id,
+            now,
+            limit,
+        },
+        cutoff,
+    )
+    .await
+}
+
+async fn fail_parked<S: ReaperStore>(
+    s: &S,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.fail_parked_with_expired_checkpoint(&Tick {
+        id: &id,
+        now,
+        limit,
+    })
+    .await
+}
+
+async fn reap_parked<S: ReaperStore>(
+    s: &S,
+    cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.reap_parked_older_than(
+        &Tick {
+            id: &id,
+            now,
+            limit,
+        },
+        cutoff,
+    )
+    .await
+}
+
+async fn sweep<S: ReaperStore>(s: &S) -> Result<ReapReport, StoreError> {
+    s.sweep_claims(&unique("tick")).await
+}
+
 /// Admits a run and asserts it was created.
-async fn admit<S: RunStore>(store: &S, task: &str, session: &str, owner: Option<&str>, now: i64) {
+async fn admit<S: AdmissionStore>(
+    store: &S,
+    task: &str,
+    session: &str,
+    owner: Option<&str>,
+    now: i64,
+) {
     let out = store
         .create_run(&new_run(task, session, owner, now))
         .await
@@ -33,7 +134,7 @@ async fn admit<S: RunStore>(store: &S, task: &str, session: &str, owner: Option<
     assert_eq!(out, CreateRun::Created, "admitting {task} into {session}");
 }
 
-async fn status_of<S: RunStore>(store: &S, task: &str) -> String {
+async fn status_of<S: RunReadStore>(store: &S, task: &str) -> String {
     store
         .get_run(task)
         .await
@@ -42,7 +143,7 @@ async fn status_of<S: RunStore>(store: &S, task: &str) -> String {
         .status
 }
 
-async fn holder_of<S: RunStore>(store: &S, session: &str) -> Option<String> {
+async fn holder_of<S: AdmissionStore>(store: &S, session: &str) -> Option<String> {
     store
         .claim_holder(session)
         .await
@@ -128,7 +229,7 @@ async fn a_held_session_refuses_a_second_run_and_names_the_holder<F: Fixture>(fx
 async fn another_principals_session_refuses_and_writes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
-    s.set_terminal("t1", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let out = s
@@ -145,7 +246,7 @@ async fn another_principals_session_refuses_and_writes_nothing<F: Fixture>(fx: &
     assert_eq!(holder_of(&s, "s1").await, None);
     // Anonymous is a principal too: it does not match a named owner, nor a named one anonymous.
     admit(&s, "t3", "s-anon", None, NOW).await;
-    s.set_terminal("t3", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("t3", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let out = s
@@ -195,31 +296,38 @@ async fn a_key_bound_by_another_admission_is_observed_not_duplicated<F: Fixture>
 
 async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
-    for (i, first) in ["blocked", "timeout", "completed", "failed", "cancelled"]
-        .iter()
-        .enumerate()
+    for (i, first) in [
+        TerminalStatus::Blocked,
+        TerminalStatus::Timeout,
+        TerminalStatus::Completed,
+        TerminalStatus::Failed,
+        TerminalStatus::Cancelled,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let (task, session) = (format!("t{i}"), format!("s{i}"));
         admit(&s, &task, &session, None, NOW).await;
         assert!(s
-            .set_terminal(
-                &task,
-                first,
-                Some(r#"{"n":1}"#),
-                Some("e1"),
-                Some("c1"),
-                NOW + 1
-            )
+            .set_terminal(&Terminal {
+                result_json: Some(r#"{"n":1}"#),
+                error: Some("e1"),
+                error_code: Some("c1"),
+                ..terminal(&task, first, NOW + 1)
+            })
             .await
             .unwrap());
-        for second in ["completed", "failed", "running"] {
+        for second in [TerminalStatus::Completed, TerminalStatus::Failed] {
             assert!(!s
-                .set_terminal(&task, second, None, Some("e2"), None, NOW + 2)
+                .set_terminal(&Terminal {
+                    error: Some("e2"),
+                    ..terminal(&task, second, NOW + 2)
+                })
                 .await
                 .unwrap());
         }
         let run = s.get_run(&task).await.unwrap().unwrap();
-        assert_eq!(run.status, *first);
+        assert_eq!(run.status, first.as_str());
         assert_eq!(
             (run.error.as_deref(), run.error_code.as_deref()),
             (Some("e1"), Some("c1"))
@@ -236,12 +344,12 @@ async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>
 async fn a_late_terminal_write_never_releases_a_newer_runs_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.set_terminal("old", "failed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("old", TerminalStatus::Failed, NOW + 1))
         .await
         .unwrap();
     admit(&s, "new", "s1", None, NOW + 2).await;
     assert!(!s
-        .set_terminal("old", "completed", None, None, None, NOW + 3)
+        .set_terminal(&terminal("old", TerminalStatus::Completed, NOW + 3))
         .await
         .unwrap());
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("new"));
@@ -255,7 +363,7 @@ async fn set_terminal_on_an_orphan_claim_releases_it<F: Fixture>(fx: &F) {
         CreateRun::Held(_)
     ));
     assert!(!s
-        .set_terminal("ghost", "cancelled", None, None, None, NOW)
+        .set_terminal(&terminal("ghost", TerminalStatus::Cancelled, NOW))
         .await
         .unwrap());
     assert_eq!(holder_of(&s, "s1").await, None);
@@ -274,7 +382,10 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
     assert!(c.claim_released && run.cancel_requested);
 
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s.park("parked", "needs_review", NOW + 1).await.unwrap());
+    assert!(s
+        .park("parked", ParkStatus::NeedsReview, NOW + 1)
+        .await
+        .unwrap());
     let c = s.cancel("parked", NOW + 2).await.unwrap();
     assert_eq!(c.run.unwrap().status, "cancelled");
     assert!(c.claim_released);
@@ -289,7 +400,7 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
 
     // Terminal is write-once: cancelling a finished run changes nothing.
     admit(&s, "done", "s4", None, NOW).await;
-    s.set_terminal("done", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let c = s.cancel("done", NOW + 2).await.unwrap();
@@ -328,7 +439,7 @@ async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixtu
         None,
         "a running run is not resumable"
     );
-    assert!(s.park("t1", "suspended", NOW + 1).await.unwrap());
+    assert!(s.park("t1", ParkStatus::Suspended, NOW + 1).await.unwrap());
     assert_eq!(s.mark_resuming("t1", NOW + 2).await.unwrap(), Some(1));
     assert_eq!(
         s.mark_resuming("t1", NOW + 3).await.unwrap(),
@@ -382,7 +493,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     let tail = s.events_after("t1", 1, 1).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A resumed run has a new epoch: the old leg is fenced out.
-    s.park("t1", "suspended", NOW).await.unwrap();
+    s.park("t1", ParkStatus::Suspended, NOW).await.unwrap();
     assert_eq!(
         s.append_events("t1", 0, &[ev("x", "{}")], NOW)
             .await
@@ -403,7 +514,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         Appended::Seqs(vec![4])
     );
     // A terminal run takes no more events.
-    s.set_terminal("t1", "completed", None, None, None, NOW)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
         .await
         .unwrap();
     assert_eq!(
@@ -422,7 +533,7 @@ async fn run_listings_page_newest_first_with_ties_broken_by_task_id<F: Fixture>(
     for (i, at) in times.iter().enumerate() {
         let task = format!("t{i}");
         admit(&s, &task, "s1", Some("alice"), *at).await;
-        s.set_terminal(&task, "completed", None, None, None, *at)
+        s.set_terminal(&terminal(&task, TerminalStatus::Completed, *at))
             .await
             .unwrap();
     }
@@ -533,20 +644,19 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
     )
     .await
     .unwrap();
-    s.set_terminal("t1", "completed", None, None, None, NOW)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
         .await
         .unwrap();
     admit(&s, "t2", "s1", None, NOW + 1).await;
-    s.park("t2", "suspended", NOW + 2).await.unwrap();
-    s.add_checkpoint(
+    s.park("t2", ParkStatus::Suspended, NOW + 2).await.unwrap();
+    s.add_checkpoint(&checkpoint(
         &"c".repeat(64),
         "s1",
         "t2",
-        None,
         "tool_approval",
         NOW + 1000,
         NOW,
-    )
+    ))
     .await
     .unwrap();
     admit(&s, "keep", "s2", None, NOW).await;
@@ -564,22 +674,31 @@ async fn the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones<F:
     let s = fx.store();
     admit(&s, "run", "s-run", None, NOW).await;
     admit(&s, "sus", "s-sus", None, NOW).await;
-    s.park("sus", "suspended", NOW).await.unwrap();
+    s.park("sus", ParkStatus::Suspended, NOW).await.unwrap();
     admit(&s, "rev", "s-rev", None, NOW).await;
-    s.park("rev", "needs_review", NOW).await.unwrap();
+    s.park("rev", ParkStatus::NeedsReview, NOW).await.unwrap();
     admit(&s, "term", "s-term", None, NOW).await;
     // A terminal row whose claim survived (written out of band, as after a crash between steps).
     fx.raw("UPDATE task_run SET status = 'blocked' WHERE task_id = 'term'");
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s-orphan', 'no-row', 1)");
-    assert_eq!(s.sweep_claims().await.unwrap(), (1, 1));
+    let report = sweep(&s).await.unwrap();
+    assert_eq!(report.reaped, vec![]);
+    assert_eq!(
+        report.terminal_claims_released,
+        pairs(&[("s-term", "term")])
+    );
+    assert_eq!(
+        report.orphan_claims_released,
+        pairs(&[("s-orphan", "no-row")])
+    );
     assert_eq!(holder_of(&s, "s-term").await, None);
     assert_eq!(holder_of(&s, "s-orphan").await, None);
     for (session, task) in [("s-run", "run"), ("s-sus", "sus"), ("s-rev", "rev")] {
         assert_eq!(holder_of(&s, session).await.as_deref(), Some(task));
     }
     assert_eq!(
-        s.sweep_claims().await.unwrap(),
-        (0, 0),
+        sweep(&s).await.unwrap(),
+        ReapReport::default(),
         "a second sweep has nothing to do"
     );
 }
@@ -589,17 +708,15 @@ async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture
     admit(&s, "silent", "s1", None, NOW).await;
     admit(&s, "fresh", "s2", None, NOW + 50_000).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", "suspended", NOW).await.unwrap();
+    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s4', 'no-row', 1)");
-    let report = s.reap_stale(NOW + 30_000, NOW + 60_000, 100).await.unwrap();
-    assert_eq!(
-        (
-            report.reaped,
-            report.terminal_claims_released,
-            report.orphan_claims_released
-        ),
-        (1, 1, 1)
-    );
+    let report = reap_stale(&s, NOW + 30_000, NOW + 60_000, 100)
+        .await
+        .unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "silent")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "silent")]));
+    assert_eq!(report.orphan_claims_released, pairs(&[("s4", "no-row")]));
+    assert_eq!(report.counts(), (1, 1, 1));
     let run = s.get_run("silent").await.unwrap().unwrap();
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some("run stalled (instance lost?)"));
@@ -616,12 +733,18 @@ async fn reapers_are_bounded_per_tick_and_idempotent<F: Fixture>(fx: &F) {
         admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW + i).await;
     }
     let cutoff = NOW + 10;
-    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 2);
-    // The oldest two went first.
-    assert_eq!(status_of(&s, "t2").await, "running");
-    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 1);
     assert_eq!(
-        s.reap_stale(cutoff, NOW + 20, 2).await.unwrap(),
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap().reaped,
+        pairs(&[("s0", "t0"), ("s1", "t1")]),
+        "the oldest two went first"
+    );
+    assert_eq!(status_of(&s, "t2").await, "running");
+    assert_eq!(
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap().reaped,
+        pairs(&[("s2", "t2")])
+    );
+    assert_eq!(
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap(),
         Default::default()
     );
 }
@@ -631,36 +754,48 @@ async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fi
     let ck = |n: u8| format!("{n:0>64}");
     // expired and nothing pending: fails
     admit(&s, "exp", "s1", None, NOW).await;
-    s.park("exp", "suspended", NOW).await.unwrap();
-    s.add_checkpoint(&ck(1), "s1", "exp", None, "tool_approval", NOW + 10, NOW)
-        .await
-        .unwrap();
+    s.park("exp", ParkStatus::Suspended, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(
+        &ck(1),
+        "s1",
+        "exp",
+        "tool_approval",
+        NOW + 10,
+        NOW,
+    ))
+    .await
+    .unwrap();
     // still pending: kept
     admit(&s, "pend", "s2", None, NOW).await;
-    s.park("pend", "needs_review", NOW).await.unwrap();
-    s.add_checkpoint(&ck(2), "s2", "pend", None, "plan_review", NOW + 1_000, NOW)
-        .await
-        .unwrap();
+    s.park("pend", ParkStatus::NeedsReview, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(
+        &ck(2),
+        "s2",
+        "pend",
+        "plan_review",
+        NOW + 1_000,
+        NOW,
+    ))
+    .await
+    .unwrap();
     // an expired one and a newer pending one: kept (resumable)
     admit(&s, "both", "s3", None, NOW).await;
-    s.park("both", "suspended", NOW).await.unwrap();
-    s.add_checkpoint(&ck(3), "s3", "both", None, "human", NOW + 10, NOW)
+    s.park("both", ParkStatus::Suspended, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(&ck(3), "s3", "both", "human", NOW + 10, NOW))
         .await
         .unwrap();
-    s.add_checkpoint(&ck(4), "s3", "both", None, "human", NOW + 1_000, NOW)
+    s.add_checkpoint(&checkpoint(&ck(4), "s3", "both", "human", NOW + 1_000, NOW))
         .await
         .unwrap();
     // a running run with an expired checkpoint: not this reaper's business
     admit(&s, "run", "s4", None, NOW).await;
-    s.add_checkpoint(&ck(5), "s4", "run", None, "human", NOW + 10, NOW)
+    s.add_checkpoint(&checkpoint(&ck(5), "s4", "run", "human", NOW + 10, NOW))
         .await
         .unwrap();
 
-    let report = s
-        .fail_parked_with_expired_checkpoint(NOW + 100, 50)
-        .await
-        .unwrap();
-    assert_eq!((report.reaped, report.terminal_claims_released), (1, 1));
+    let report = fail_parked(&s, NOW + 100, 50).await.unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "exp")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "exp")]));
     let run = s.get_run("exp").await.unwrap().unwrap();
     assert_eq!(
         (run.status.as_str(), run.error_code.as_deref()),
@@ -670,27 +805,21 @@ async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fi
     assert_eq!(status_of(&s, "pend").await, "needs_review");
     assert_eq!(status_of(&s, "both").await, "suspended");
     assert_eq!(status_of(&s, "run").await, "running");
-    assert_eq!(
-        s.fail_parked_with_expired_checkpoint(NOW + 100, 50)
-            .await
-            .unwrap()
-            .reaped,
-        0
-    );
+    assert_eq!(fail_parked(&s, NOW + 100, 50).await.unwrap().reaped, vec![]);
 }
 
 async fn parked_runs_older_than_the_cutoff_fail_with_approval_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.park("old", "suspended", NOW).await.unwrap();
+    s.park("old", ParkStatus::Suspended, NOW).await.unwrap();
     admit(&s, "young", "s2", None, NOW).await;
-    s.park("young", "needs_review", NOW + 500).await.unwrap();
-    admit(&s, "running", "s3", None, NOW).await;
-    let report = s
-        .reap_parked_older_than(NOW + 100, NOW + 600, 50)
+    s.park("young", ParkStatus::NeedsReview, NOW + 500)
         .await
         .unwrap();
-    assert_eq!(report.reaped, 1);
+    admit(&s, "running", "s3", None, NOW).await;
+    let report = reap_parked(&s, NOW + 100, NOW + 600, 50).await.unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "old")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "old")]));
     let run = s.get_run("old").await.unwrap().unwrap();
     assert_eq!(
         (run.status.as_str(), run.error_code.as_deref()),
@@ -867,23 +996,23 @@ async fn leader_finish_is_write_once<F: Fixture>(fx: &F) {
         .await
         .unwrap();
     assert!(s
-        .finish_leader_run("L1", "completed", Some(r#"{"merged":3}"#), None, NOW + 5)
+        .finish_leader_run(
+            "L1",
+            LeaderFinish::Completed,
+            Some(r#"{"merged":3}"#),
+            None,
+            NOW + 5
+        )
         .await
         .unwrap());
     assert!(!s
-        .finish_leader_run("L1", "failed", None, Some("late"), NOW + 6)
+        .finish_leader_run("L1", LeaderFinish::Failed, None, Some("late"), NOW + 6)
         .await
         .unwrap());
     let run = s.get_leader_run("L1").await.unwrap().unwrap();
     assert_eq!(run.status, "completed");
     assert_eq!(run.result, Some(serde_json::json!({"merged": 3})));
     assert_eq!((run.error, run.finished_at_ms), (None, Some(NOW + 5)));
-    assert!(
-        s.finish_leader_run("L1", "running", None, None, NOW)
-            .await
-            .is_err(),
-        "running is not a terminal word"
-    );
 }
 
 async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_key<F: Fixture>(
@@ -900,7 +1029,7 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.create_leader_run("done", "x", None, None, NOW)
         .await
         .unwrap();
-    s.finish_leader_run("done", "needs_human", None, None, NOW + 1)
+    s.finish_leader_run("done", LeaderFinish::NeedsHuman, None, None, NOW + 1)
         .await
         .unwrap();
     s.backdate_leader_run_for_test("stale", NOW - 10_000)
@@ -909,7 +1038,12 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.backdate_leader_run_for_test("done", NOW - 10_000)
         .await
         .unwrap();
-    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 1);
+    assert_eq!(
+        s.reap_stale_leader_runs(&unique("tick"), 5_000, NOW)
+            .await
+            .unwrap(),
+        ["stale"]
+    );
     let run = s.get_leader_run("stale").await.unwrap().unwrap();
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some(leader::STALE_SWEEP_REASON));
@@ -926,7 +1060,11 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.backdate_leader_run_for_test("fresh", NOW - 5_000)
         .await
         .unwrap();
-    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 0);
+    assert!(s
+        .reap_stale_leader_runs(&unique("tick"), 5_000, NOW)
+        .await
+        .unwrap()
+        .is_empty());
     // The key stays bound: resubmitting returns the failed run.
     let again = s
         .create_leader_run("new", "x", None, Some(&key), NOW + 1)
@@ -986,14 +1124,14 @@ async fn every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing<F: Fixture>(
             "UPDATE task_run SET status = 'completed' WHERE task_id = '{task}'"
         ));
         let report = match *tick {
-            "stale" => s.reap_stale(NOW - 1, NOW, 10).await,
-            "expired" => s.fail_parked_with_expired_checkpoint(NOW, 10).await,
-            _ => s.reap_parked_older_than(NOW - 1, NOW, 10).await,
+            "stale" => reap_stale(&s, NOW - 1, NOW, 10).await,
+            "expired" => fail_parked(&s, NOW, 10).await,
+            _ => reap_parked(&s, NOW - 1, NOW, 10).await,
         }
         .unwrap();
         assert_eq!(
             (report.reaped, report.terminal_claims_released),
-            (0, 1),
+            (vec![], pairs(&[(&session, &task)])),
             "{tick}"
         );
         assert_eq!(holder_of(&s, &session).await, None, "{tick}");
