@@ -72,7 +72,7 @@ fn assert_indexed_except(name: &str, lines: &[String], ordered: bool, may_scan: 
 }
 
 #[test]
-fn every_reaper_and_list_query_is_served_by_an_index() {
+fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     let fx = SqliteFx::new();
     let d = Dialect::Sqlite;
     let tick = claim_sql::Tick {
