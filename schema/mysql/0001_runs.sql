@@ -31,21 +31,25 @@ CREATE TABLE IF NOT EXISTS task_run (
   last_seq          BIGINT NOT NULL DEFAULT 0,
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
+  reap_tick         VARCHAR(64)  NULL,
   PRIMARY KEY (task_id),
   KEY idx_task_run_session_created (session_id, created_at, task_id),
   KEY idx_task_run_owner_created (owner, created_at, task_id),
   KEY idx_task_run_created (created_at, task_id),
   KEY idx_task_run_status_created (status, created_at, task_id),
   KEY idx_task_run_status_heartbeat (status, heartbeat_at),
-  KEY idx_task_run_status_updated (status, updated_at)
+  KEY idx_task_run_status_updated (status, updated_at),
+  KEY idx_task_run_lease (status, held_by, created_at, task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS task_active (
-  session_id VARCHAR(64) NOT NULL,
-  task_id    VARCHAR(64) NOT NULL,
-  created_at BIGINT NOT NULL,
+  session_id   VARCHAR(64) NOT NULL,
+  task_id      VARCHAR(64) NOT NULL,
+  created_at   BIGINT NOT NULL,
+  release_tick VARCHAR(64) NULL,
   PRIMARY KEY (session_id),
-  UNIQUE KEY uq_task_active_task (task_id)
+  UNIQUE KEY uq_task_active_task (task_id),
+  KEY idx_task_active_release_tick (release_tick)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS idempotency_key (

@@ -47,10 +47,12 @@ CREATE TABLE IF NOT EXISTS leader_run (
   error             TEXT NULL,
   started_at_ms     BIGINT NOT NULL,
   finished_at_ms    BIGINT NULL,
+  reap_tick         VARCHAR(64)  NULL,
   PRIMARY KEY (leader_run_id),
   UNIQUE KEY uq_leader_run_idem (idem_key),
   KEY idx_leader_run_owner (owner),
-  KEY idx_leader_run_started (started_at_ms)
+  KEY idx_leader_run_started (started_at_ms),
+  KEY idx_leader_run_reap_tick (reap_tick)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS leader_worker (

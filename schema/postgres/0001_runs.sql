@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   last_seq          BIGINT NOT NULL DEFAULT 0,
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
+  reap_tick         VARCHAR(64)  COLLATE "C" NULL,
   PRIMARY KEY (task_id)
 );
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
@@ -39,14 +40,17 @@ CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id
 CREATE INDEX IF NOT EXISTS idx_task_run_status_created ON task_run (status, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
+CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (status, held_by, created_at, task_id);
 
 CREATE TABLE IF NOT EXISTS task_active (
-  session_id VARCHAR(64) COLLATE "C" NOT NULL,
-  task_id    VARCHAR(64) COLLATE "C" NOT NULL,
-  created_at BIGINT NOT NULL,
+  session_id   VARCHAR(64) COLLATE "C" NOT NULL,
+  task_id      VARCHAR(64) COLLATE "C" NOT NULL,
+  created_at   BIGINT NOT NULL,
+  release_tick VARCHAR(64) COLLATE "C" NULL,
   PRIMARY KEY (session_id),
   CONSTRAINT uq_task_active_task UNIQUE (task_id)
 );
+CREATE INDEX IF NOT EXISTS idx_task_active_release_tick ON task_active (release_tick);
 
 CREATE TABLE IF NOT EXISTS idempotency_key (
   scoped_key      CHAR(64)     COLLATE "C" NOT NULL,

@@ -47,11 +47,13 @@ CREATE TABLE IF NOT EXISTS leader_run (
   error             TEXT         COLLATE "C" NULL,
   started_at_ms     BIGINT NOT NULL,
   finished_at_ms    BIGINT NULL,
+  reap_tick         VARCHAR(64)  COLLATE "C" NULL,
   PRIMARY KEY (leader_run_id),
   CONSTRAINT uq_leader_run_idem UNIQUE (idem_key)
 );
 CREATE INDEX IF NOT EXISTS idx_leader_run_owner ON leader_run (owner);
 CREATE INDEX IF NOT EXISTS idx_leader_run_started ON leader_run (started_at_ms);
+CREATE INDEX IF NOT EXISTS idx_leader_run_reap_tick ON leader_run (reap_tick);
 
 CREATE TABLE IF NOT EXISTS leader_worker (
   leader_run_id  VARCHAR(64) COLLATE "C" NOT NULL,

@@ -14,6 +14,7 @@ CREATE INDEX IF NOT EXISTS idx_session_updated ON session (updated_at, session_i
 
 -- One agent run. heartbeat_at: last sign of life of its driver (admission time until a runner
 -- heartbeats). last_seq: the highest event seq appended. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
+-- reap_tick: the reaper tick that failed the run, if one did (so the tick can read back what it changed).
 CREATE TABLE IF NOT EXISTS task_run (
   task_id           TEXT    NOT NULL PRIMARY KEY,
   session_id        TEXT    NOT NULL,
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS task_run (
   heartbeat_at      INTEGER NOT NULL,
   last_seq          INTEGER NOT NULL DEFAULT 0,
   created_at        INTEGER NOT NULL,
-  updated_at        INTEGER NOT NULL
+  updated_at        INTEGER NOT NULL,
+  reap_tick         TEXT
 );
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
@@ -40,14 +42,19 @@ CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id
 CREATE INDEX IF NOT EXISTS idx_task_run_status_created ON task_run (status, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
+-- Lease candidates: unheld running runs, oldest first.
+CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (status, held_by, created_at, task_id);
 
--- The single-active claim: at most one row per session, naming the run that holds it.
+-- The single-active claim: at most one row per session, naming the run that holds it. release_tick:
+-- set by a claim sweep on the claims it is releasing, in the transaction that deletes them.
 CREATE TABLE IF NOT EXISTS task_active (
-  session_id TEXT    NOT NULL PRIMARY KEY,
-  task_id    TEXT    NOT NULL,
-  created_at INTEGER NOT NULL
+  session_id   TEXT    NOT NULL PRIMARY KEY,
+  task_id      TEXT    NOT NULL,
+  created_at   INTEGER NOT NULL,
+  release_tick TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uq_task_active_task ON task_active (task_id);
+CREATE INDEX IF NOT EXISTS idx_task_active_release_tick ON task_active (release_tick);
 
 -- Submit idempotency: scoped_key = sha256-hex(owner + 0x1F + raw key), bound forever to one run.
 CREATE TABLE IF NOT EXISTS idempotency_key (

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS steer_message (
 );
 
 -- A leader run (fan-out of child runs). Not a task_run: no session, no claim. idem_key is
--- sha256-hex(owner + 0x1F + raw Idempotency-Key), bound forever to the run it admitted.
+-- sha256-hex(owner + 0x1F + raw Idempotency-Key), bound forever to the run it admitted. reap_tick: the
+-- stale-sweep tick that failed the run, if one did.
 CREATE TABLE IF NOT EXISTS leader_run (
   leader_run_id     TEXT    NOT NULL PRIMARY KEY,
   idem_key          TEXT,
@@ -55,11 +56,13 @@ CREATE TABLE IF NOT EXISTS leader_run (
   result            TEXT,
   error             TEXT,
   started_at_ms     INTEGER NOT NULL,
-  finished_at_ms    INTEGER
+  finished_at_ms    INTEGER,
+  reap_tick         TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uq_leader_run_idem ON leader_run (idem_key);
 CREATE INDEX IF NOT EXISTS idx_leader_run_owner ON leader_run (owner);
 CREATE INDEX IF NOT EXISTS idx_leader_run_started ON leader_run (started_at_ms);
+CREATE INDEX IF NOT EXISTS idx_leader_run_reap_tick ON leader_run (reap_tick);
 
 -- One child of a leader run: the child run (own session) it admitted and how it ended.
 CREATE TABLE IF NOT EXISTS leader_worker (

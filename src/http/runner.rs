@@ -11,7 +11,7 @@ use sema_core::{
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
     session_protocol::{SessionCall, WireEvent, WireFinish},
-    store::RunStore,
+    store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
 use std::time::Duration;
@@ -59,12 +59,12 @@ pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<R
     let delivery_id = hex::encode(&platform::random::<16>()?);
     let beat = cx
         .store()?
-        .heartbeat(
-            task_id.as_str(),
-            body.lease_epoch,
-            &delivery_id,
-            platform::now_ms(),
-        )
+        .heartbeat(&Heartbeat {
+            task_id: task_id.as_str(),
+            lease_epoch: body.lease_epoch,
+            delivery_id: &delivery_id,
+            now: platform::now_ms(),
+        })
         .await?
         .ok_or_else(ApiError::lease_lost)?;
     let steer: Vec<_> = beat
@@ -136,7 +136,7 @@ pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
         task_id: task_id.as_str().to_owned(),
         finish: WireFinish {
             lease_epoch: f.lease_epoch,
-            status: f.status.clone(),
+            status: f.status,
             result: f.result.as_ref().map(|r| r.to_string()),
             error: f.error.clone(),
             error_code: f.error_code.clone(),

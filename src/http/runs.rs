@@ -16,7 +16,7 @@ use sema_core::{
     session_protocol::SessionCall,
     sql::run_sql::ListScope,
     status,
-    store::RunStore,
+    store::{AdmissionStore, RunReadStore},
     wire::{self, SubmitRunBody, BODY_MAX},
     ApiError,
 };

@@ -11,7 +11,7 @@ use sema_core::{
     conflict::Conflict,
     session_protocol::SessionReply,
     sql::run_sql,
-    store::{CreateRun, RunStore},
+    store::{AdmissionStore, CreateRun},
     wire::objective_preview,
     ApiError,
 };

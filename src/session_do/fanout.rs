@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use sema_core::{
     sse,
     sse_subscriber::{closing_done, Sink, Subscriber},
-    store::{EventRow, RunStore},
+    store::{EventRow, RunReadStore},
 };
 use std::{cell::RefCell, collections::HashMap, rc::Rc, time::Duration};
 use worker::{Env, Headers, Response};

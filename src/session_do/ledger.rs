@@ -8,7 +8,7 @@ use sema_core::{
     session_protocol::{CancelReply, SessionReply, WireEvent, WireFinish},
     sql::{event_sql::NewEvent, DbError},
     sse,
-    store::{Appended, EventRow, RunStore, StoreError},
+    store::{Appended, EventRow, Finish, LedgerStore, RunReadStore, StoreError},
     ApiError,
 };
 
@@ -65,16 +65,16 @@ impl SessionDo {
     ) -> Result<SessionReply, Failure> {
         let store = cx.store()?;
         let done_seq = store
-            .finish_run(
+            .finish_run(&Finish {
                 task_id,
-                f.lease_epoch,
-                &f.status,
-                f.result.as_deref(),
-                f.error.as_deref(),
-                f.error_code.as_deref(),
-                &f.done_json,
-                platform::now_ms(),
-            )
+                lease_epoch: f.lease_epoch,
+                status: f.status,
+                result_json: f.result.as_deref(),
+                error: f.error.as_deref(),
+                error_code: f.error_code.as_deref(),
+                done_json: &f.done_json,
+                now: platform::now_ms(),
+            })
             .await?
             .ok_or_else(ApiError::lease_lost)?;
         self.forget_claim_of(task_id).await?;

@@ -8,7 +8,7 @@ use sema_core::{
     admission::{Admission, AdmitInput},
     session_protocol::SessionReply,
     sse,
-    store::RunStore,
+    store::RunReadStore,
     ApiError,
 };
 

@@ -62,12 +62,44 @@ impl LeaderRunRecord {
 
 /// The terminal words a leader run may be finished with.
 pub fn is_finish_status(status: &str) -> bool {
-    matches!(status, "completed" | "failed" | "needs_human")
+    LeaderFinish::parse(status).is_some()
+}
+
+/// How a leader run may be finished (typed: `running` cannot be passed as a terminal word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaderFinish {
+    Completed,
+    Failed,
+    NeedsHuman,
+}
+
+impl LeaderFinish {
+    pub const ALL: [LeaderFinish; 3] = [Self::Completed, Self::Failed, Self::NeedsHuman];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::NeedsHuman => "needs_human",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == word)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leader_finish_words_are_the_closed_table_minus_running() {
+        for f in LeaderFinish::ALL {
+            assert!(STATUSES.contains(&f.as_str()) && is_finish_status(f.as_str()));
+        }
+        assert!(!is_finish_status("running") && LeaderFinish::parse("paused").is_none());
+    }
 
     #[test]
     fn the_stale_sentence_is_exact() {

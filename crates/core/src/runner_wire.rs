@@ -3,7 +3,7 @@
 use crate::{
     error::ApiError,
     ids::{is_safe_id, SAFE_ID_RULE},
-    status::FINISH_STATUSES,
+    status::{TerminalStatus, FINISH_STATUSES},
     wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
 };
 use serde::Deserialize;
@@ -144,7 +144,7 @@ pub struct FinishBody {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {
     pub lease_epoch: i64,
-    pub status: String,
+    pub status: TerminalStatus,
     pub result: Option<Value>,
     pub error: Option<String>,
     pub error_code: Option<String>,
@@ -154,7 +154,7 @@ impl Finish {
     /// The `done` event's data: the run's terminal result as a client sees it.
     pub fn done_json(&self) -> String {
         let mut m = serde_json::Map::new();
-        m.insert("status".into(), self.status.clone().into());
+        m.insert("status".into(), self.status.as_str().into());
         if let Some(r) = &self.result {
             m.insert("result".into(), r.clone());
         }
@@ -170,12 +170,12 @@ impl Finish {
 
 impl FinishBody {
     pub fn validate(self) -> Result<Finish, ApiError> {
-        if !FINISH_STATUSES.contains(&self.status.as_str()) {
-            return Err(ApiError::invalid_field(
+        let status = TerminalStatus::parse(&self.status).ok_or_else(|| {
+            ApiError::invalid_field(
                 "status",
                 format!("must be one of {}", FINISH_STATUSES.join(", ")),
-            ));
-        }
+            )
+        })?;
         if self.error.as_ref().is_some_and(|e| e.len() > OBJECTIVE_MAX) {
             return Err(ApiError::invalid_field(
                 "error",
@@ -197,7 +197,7 @@ impl FinishBody {
         }
         Ok(Finish {
             lease_epoch: self.lease_epoch,
-            status: self.status,
+            status,
             result: self.result.filter(|r| !r.is_null()),
             error: self.error,
             error_code: self.error_code,

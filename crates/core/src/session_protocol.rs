@@ -11,7 +11,9 @@
 //! [`SessionCall::lock`] is the object's lock policy, stated here so it is tested natively.
 
 pub use crate::admission::Admission;
-use crate::{admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow};
+use crate::{
+    admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow, status::TerminalStatus,
+};
 use serde::{Deserialize, Serialize};
 
 /// The Worker's binding of the session object class.
@@ -115,7 +117,7 @@ pub struct WireEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireFinish {
     pub lease_epoch: i64,
-    pub status: String,
+    pub status: TerminalStatus,
     /// JSON text.
     pub result: Option<String>,
     pub error: Option<String>,
@@ -215,7 +217,7 @@ mod tests {
                 task_id: "T".into(),
                 finish: WireFinish {
                     lease_epoch: 2,
-                    status: "completed".into(),
+                    status: TerminalStatus::Completed,
                     result: Some("{}".into()),
                     error: None,
                     error_code: None,

@@ -12,8 +12,82 @@ pub const SUSPENDED: &str = "suspended";
 pub const NEEDS_REVIEW: &str = "needs_review";
 pub const CANCELLED: &str = "cancelled";
 
-/// Terminal statuses a runner may finish a run with.
+/// Terminal statuses a runner may finish a run with (the words of [`TerminalStatus`]).
 pub const FINISH_STATUSES: [&str; 5] = ["completed", "failed", "cancelled", "blocked", "timeout"];
+
+/// A terminal status the control plane writes (a runner's finish, a terminal write). Typed so that
+/// asking the store to "finish" a run with a non-terminal word cannot be written. Stored rows keep
+/// their status as text ([`crate::run::RunRow::status`]): a word this build does not know stays
+/// readable and counts as terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TerminalStatus {
+    Completed,
+    Failed,
+    Cancelled,
+    Blocked,
+    Timeout,
+}
+
+impl TerminalStatus {
+    pub const ALL: [TerminalStatus; 5] = [
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Blocked,
+        Self::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => CANCELLED,
+            Self::Blocked => "blocked",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// The status named by `word` (exact, case-sensitive), or `None`.
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for TerminalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A parked status: the run waits for a human decision, keeps its claim, and has no driving leg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ParkStatus {
+    Suspended,
+    NeedsReview,
+}
+
+impl ParkStatus {
+    pub const ALL: [ParkStatus; 2] = [Self::Suspended, Self::NeedsReview];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Suspended => SUSPENDED,
+            Self::NeedsReview => NEEDS_REVIEW,
+        }
+    }
+
+    /// The parked status named by `word` (exact), or `None`.
+    pub fn parse(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for ParkStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The message written when a user cancels a run that no runner is driving.
 pub const CANCELLED_BY_USER: &str = "cancelled by user";
@@ -62,6 +136,27 @@ mod tests {
     #[test]
     fn finish_statuses_are_all_terminal() {
         assert!(FINISH_STATUSES.iter().all(|s| is_terminal(s)));
+    }
+
+    #[test]
+    fn typed_statuses_round_trip_and_match_the_word_lists() {
+        assert_eq!(
+            TerminalStatus::ALL.map(TerminalStatus::as_str),
+            FINISH_STATUSES
+        );
+        for s in TerminalStatus::ALL {
+            assert_eq!(TerminalStatus::parse(s.as_str()), Some(s));
+            assert!(is_terminal(s.as_str()));
+        }
+        for s in ParkStatus::ALL {
+            assert_eq!(ParkStatus::parse(s.as_str()), Some(s));
+            assert!(is_parked(s.as_str()));
+        }
+        for w in ["running", "suspended", "needs_review", "Completed", ""] {
+            assert_eq!(TerminalStatus::parse(w), None, "{w:?}");
+        }
+        assert_eq!(ParkStatus::parse("running"), None);
+        assert_eq!(ParkStatus::parse("failed"), None);
     }
 
     #[test]

@@ -4,10 +4,28 @@
 //! Worker; SQLite, PostgreSQL and MySQL implement it in the native tests. [`SqlStore`] plans the
 //! statements for the executor's dialect and decides from rows and change counts, so the SQL the
 //! Worker runs on D1 is exactly the SQL the tests run on SQLite.
+//!
+//! The contract is split by capability, so each caller's part is visible in its bounds:
+//!
+//! | trait | who calls it | methods |
+//! |---|---|---|
+//! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
+//! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
+//! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal` |
+//! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
+//! | [`GateStore`] | human gates and resume legs | `park`, `add_checkpoint`, `mark_resuming`, `request_cancel`, `is_cancel_requested` |
+//! | [`ReaperStore`] | the cron handler | `reap_stale`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session` |
+//! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
+//!
+//! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
+//! are typed ([`TerminalStatus`], [`ParkStatus`], [`LeaderFinish`]), so a caller's mistake cannot
+//! reach the database and is never reported as corruption; statuses read back stay text
+//! ([`RunRow::status`]), so a word this build does not know stays readable (and counts as terminal).
+//! Reapers report which `(session, task)` pairs they changed ([`ReapReport`]).
 
 use crate::{
     idempotency::IdempotencyBinding,
-    leader::{self, LeaderRunRecord},
+    leader::{self, LeaderFinish, LeaderRunRecord},
     run::RunRow,
     sql::{
         claim_sql, event_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql, runner_sql,
@@ -16,13 +34,33 @@ use crate::{
     wire::objective_preview,
 };
 
+pub use crate::sql::{
+    claim_sql::{NewCheckpoint, Tick},
+    event_sql::NewEvent,
+    run_sql::{ListScope, NewRun, Terminal},
+    runner_sql::{Finish, Heartbeat},
+};
+pub use crate::status::{ParkStatus, TerminalStatus};
+
+/// Every store trait, for callers that use several: `use sema_core::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        AdmissionStore, GateStore, LeaderRunStore, LedgerStore, ReaperStore, RunReadStore,
+        RunnerStore,
+    };
+}
+
 /// A SQL connection (or D1 binding) in one dialect.
 #[allow(async_fn_in_trait)]
 pub trait Executor {
     fn dialect(&self) -> Dialect;
 
     /// Runs `stmts` as one transaction: all of them commit, or none does and the first failure is
-    /// returned. One [`Outcome`] per statement.
+    /// returned. One [`Outcome`] per statement: rows for a query, else the number of rows the
+    /// statement wrote. That number may count matched rows (SQLite, PostgreSQL) or changed rows
+    /// (MySQL's default): the store only decides from writes that always change a value it matches
+    /// (a status, an epoch, a counter, an insert or a delete), never from a write that may leave a
+    /// row as it was (a heartbeat in the same millisecond is decided from a fenced read).
     async fn batch(&self, stmts: &[Stmt]) -> std::result::Result<Vec<Outcome>, DbError>;
 
     /// Runs one statement.
@@ -73,7 +111,7 @@ pub struct ClaimHolder {
     pub session_owner: Option<String>,
 }
 
-/// The outcome of [`RunStore::create_run`].
+/// The outcome of [`AdmissionStore::create_run`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum CreateRun {
     /// Run row, claim and key binding committed together.
@@ -88,7 +126,7 @@ pub enum CreateRun {
     KeyBound(IdempotencyBinding),
 }
 
-/// The outcome of [`RunStore::cancel`].
+/// The outcome of [`LedgerStore::cancel`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cancelled {
     /// The run after the cancel (`None`: no row).
@@ -108,7 +146,7 @@ pub struct EventRow {
     pub created_at: i64,
 }
 
-/// The outcome of [`RunStore::append_events`].
+/// The outcome of [`LedgerStore::append_events`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Appended {
     /// The seqs assigned, in order.
@@ -146,12 +184,61 @@ pub struct SessionRow {
     pub updated_at: i64,
 }
 
-/// What one reaper tick did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// A claim or run named by its session and task: what a reaper changed, so the session's object
+/// can be told (its claim of `task_id` was released, or its run ended).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionTask {
+    pub session_id: String,
+    pub task_id: String,
+}
+
+impl SessionTask {
+    pub fn new(session_id: impl Into<String>, task_id: impl Into<String>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            task_id: task_id.into(),
+        }
+    }
+}
+
+/// What one reaper tick (or claim sweep) changed, each list sorted.
+///
+/// Exact on every dialect: each tick stamps the rows it changes with its [`Tick::id`] inside its
+/// one transaction and reads back exactly the stamped rows (see [`claim_sql`]), so overlapping ticks
+/// never report a row twice and never report a row they did not change. Were an operator to reuse a
+/// tick id, a tick could also report runs an earlier tick with that id failed (never a claim: a
+/// stamped claim is deleted in the same transaction); that superset is harmless, because a session
+/// object told "forget the claim of task T" re-checks what it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReapReport {
-    pub reaped: u64,
-    pub terminal_claims_released: u64,
-    pub orphan_claims_released: u64,
+    /// Runs this tick failed. Their claims are in `terminal_claims_released` (same batch).
+    pub reaped: Vec<SessionTask>,
+    /// Claims released because their run is terminal.
+    pub terminal_claims_released: Vec<SessionTask>,
+    /// Claims released because no run row exists for them.
+    pub orphan_claims_released: Vec<SessionTask>,
+}
+
+impl ReapReport {
+    /// `(reaped, terminal claims released, orphan claims released)`.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.reaped.len(),
+            self.terminal_claims_released.len(),
+            self.orphan_claims_released.len(),
+        )
+    }
+
+    /// Every claim released, terminal then orphan: the sessions whose object must forget its claim.
+    pub fn released_claims(&self) -> impl Iterator<Item = &SessionTask> {
+        self.terminal_claims_released
+            .iter()
+            .chain(&self.orphan_claims_released)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts() == (0, 0, 0)
+    }
 }
 
 /// Admission of a leader run: `created` is true for exactly one caller per idempotency key.
@@ -161,58 +248,29 @@ pub struct LeaderAdmission {
     pub run: LeaderRunRecord,
 }
 
-/// The run store (SPEC-core §1.4, §3).
+/// Admission, as the session's object runs it: the run row, the claim and the key binding, and the
+/// reads that explain a refusal (SPEC-core §1.4).
 #[allow(async_fn_in_trait)]
-pub trait RunStore {
+pub trait AdmissionStore {
     /// Creates the run row, the session's claim and the key binding as one unit (win or observe).
-    async fn create_run(&self, new: &run_sql::NewRun<'_>) -> Result<CreateRun>;
-    async fn get_run(&self, task_id: &str) -> Result<Option<RunRow>>;
+    async fn create_run(&self, new: &NewRun<'_>) -> Result<CreateRun>;
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRow>>;
     async fn claim_holder(&self, session_id: &str) -> Result<Option<ClaimHolder>>;
     /// The session whose claim names `task_id`, with the session's owner.
     async fn claim_by_task(&self, task_id: &str) -> Result<Option<(String, Option<String>)>>;
     async fn idempotency(&self, scoped_key: &str) -> Result<Option<IdempotencyBinding>>;
-    /// Write-once terminal write; releases only this task's claim. True when this call wrote it.
-    async fn set_terminal(
-        &self,
-        task_id: &str,
-        status: &str,
-        result_json: Option<&str>,
-        error: Option<&str>,
-        error_code: Option<&str>,
-        now: i64,
-    ) -> Result<bool>;
-    /// The user's cancel (see [`run_sql::cancel`]).
-    async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled>;
-    /// Sets the cancel flag; false for a missing run or an owner mismatch (no existence oracle).
-    async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool>;
-    async fn is_cancel_requested(&self, task_id: &str, owner: Option<&str>) -> Result<bool>;
-    /// Compare-and-set parked → running; the new lease epoch, or `None` if it was not parked.
-    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>>;
-    /// Parks a running run (`suspended` / `needs_review`). True when it was running.
-    async fn park(&self, task_id: &str, status: &str, now: i64) -> Result<bool>;
-    #[allow(clippy::too_many_arguments)]
-    async fn add_checkpoint(
-        &self,
-        checkpoint_id: &str,
-        session_id: &str,
-        task_id: &str,
-        owner: Option<&str>,
-        gate_kind: &str,
-        expires_at: i64,
-        now: i64,
-    ) -> Result<()>;
-    async fn append_events(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        events: &[event_sql::NewEvent<'_>],
-        now: i64,
-    ) -> Result<Appended>;
-    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>>;
+    /// Releases `task_id`'s claim if its run is terminal or missing (an admission finding a dead
+    /// holder frees the session). True when a claim was released.
+    async fn release_claim_of(&self, task_id: &str) -> Result<bool>;
+}
+
+/// Reads: a run, listings, the event ledger (HTTP reads and stream replay).
+#[allow(async_fn_in_trait)]
+pub trait RunReadStore {
+    async fn get_run(&self, task_id: &str) -> Result<Option<RunRow>>;
     async fn list_runs(
         &self,
-        scope: &run_sql::ListScope<'_>,
+        scope: &ListScope<'_>,
         session_id: Option<&str>,
         status: Option<&str>,
         cursor: Option<(i64, &str)>,
@@ -220,48 +278,77 @@ pub trait RunStore {
     ) -> Result<Vec<RunRow>>;
     async fn list_sessions(
         &self,
-        scope: &run_sql::ListScope<'_>,
+        scope: &ListScope<'_>,
         cursor: Option<(i64, &str)>,
         limit: i64,
     ) -> Result<Vec<SessionRow>>;
-    /// Deletes a session's runs, events, checkpoints, steer messages, claim and row together.
-    /// Returns the number of runs deleted.
-    async fn delete_by_session(&self, session_id: &str) -> Result<u64>;
-    /// Releases claims of terminal runs and claims without a run row: `(terminal, orphan)`.
-    async fn sweep_claims(&self) -> Result<(u64, u64)>;
-    /// Releases `task_id`'s claim if its run is terminal or missing.
-    async fn release_claim_of(&self, task_id: &str) -> Result<bool>;
-    async fn reap_stale(&self, cutoff: i64, now: i64, limit: i64) -> Result<ReapReport>;
-    async fn fail_parked_with_expired_checkpoint(&self, now: i64, limit: i64)
-        -> Result<ReapReport>;
-    async fn reap_parked_older_than(&self, cutoff: i64, now: i64, limit: i64)
-        -> Result<ReapReport>;
+    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>>;
+}
+
+/// Writes to a run's ledger and terminal state, as the session's object makes them: fenced event
+/// appends, the runner's finish, steer queueing, the user's cancel, and a terminal write.
+#[allow(async_fn_in_trait)]
+pub trait LedgerStore {
+    /// Appends under the lease fence; a duplicate `event_id` refuses the whole batch
+    /// (`DbError::Duplicate { table: "run_event" }`).
+    async fn append_events(
+        &self,
+        task_id: &str,
+        lease_epoch: i64,
+        events: &[NewEvent<'_>],
+        now: i64,
+    ) -> Result<Appended>;
+    /// The runner's terminal write with its `done` event; the done event's seq, or `None` = lease lost
+    /// (nothing written).
+    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>>;
+    /// Queues a steer message; its seq, or `None` when the run is not running.
+    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>>;
+    /// The user's cancel (see [`run_sql::cancel`]).
+    async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled>;
+    /// Write-once terminal write; releases only this task's claim. True when this call wrote it.
+    async fn set_terminal(&self, t: &Terminal<'_>) -> Result<bool>;
+}
+
+/// The runner protocol's stateless calls: winning a lease and keeping it.
+#[allow(async_fn_in_trait)]
+pub trait RunnerStore {
     /// Leases the oldest unheld running run to `runner_id` (compare-and-set: two runners never win
     /// the same lease), trying at most `candidates` runs.
     async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>>;
-    /// Refreshes liveness under the fence; `None` = lease lost (nothing written).
-    async fn heartbeat(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        delivery_id: &str,
-        now: i64,
-    ) -> Result<Option<Beat>>;
-    /// The runner's terminal write with its `done` event; the done event's seq, or `None` = lease lost.
-    #[allow(clippy::too_many_arguments)]
-    async fn finish_run(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        status: &str,
-        result_json: Option<&str>,
-        error: Option<&str>,
-        error_code: Option<&str>,
-        done_json: &str,
-        now: i64,
-    ) -> Result<Option<i64>>;
-    /// Queues a steer message; its seq, or `None` when the run is not running.
-    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>>;
+    /// Refreshes liveness under the fence and takes the undelivered steer messages; `None` = lease
+    /// lost (nothing written).
+    async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>>;
+}
+
+/// Human gates: parking a run, its checkpoints, resuming it, and the owner-checked cancel flag.
+#[allow(async_fn_in_trait)]
+pub trait GateStore {
+    /// Parks a running run. True when it was running.
+    async fn park(&self, task_id: &str, status: ParkStatus, now: i64) -> Result<bool>;
+    async fn add_checkpoint(&self, c: &NewCheckpoint<'_>) -> Result<()>;
+    /// Compare-and-set parked → running; the new lease epoch, or `None` if it was not parked.
+    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>>;
+    /// Sets the cancel flag; false for a missing run or an owner mismatch (no existence oracle).
+    async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool>;
+    async fn is_cancel_requested(&self, task_id: &str, owner: Option<&str>) -> Result<bool>;
+}
+
+/// Maintenance, as the cron handler runs it (SPEC-core §3.3): reapers, the claim sweep, and
+/// deletion of a session. Every reaper tick also sweeps claims; each reports exactly what it changed
+/// ([`ReapReport`]), so the caller can tell each affected session's object.
+#[allow(async_fn_in_trait)]
+pub trait ReaperStore {
+    /// Fails running runs silent since before `cutoff` (`run.stalled`), at most `tick.limit`.
+    async fn reap_stale(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport>;
+    /// Fails parked runs whose checkpoint expired with none pending (`approval.expired`).
+    async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport>;
+    /// Fails parked runs not updated since before `cutoff` (`approval.timeout`).
+    async fn reap_parked_older_than(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport>;
+    /// Releases claims of terminal runs and claims without a run row (`reaped` stays empty).
+    async fn sweep_claims(&self, tick: &str) -> Result<ReapReport>;
+    /// Deletes a session's runs, events, checkpoints, steer messages, claim and row together.
+    /// Returns the number of runs deleted.
+    async fn delete_by_session(&self, session_id: &str) -> Result<u64>;
 }
 
 /// The leader-run store (SPEC-core §5.5).
@@ -282,18 +369,24 @@ pub trait LeaderRunStore {
     async fn finish_leader_run(
         &self,
         id: &str,
-        status: &str,
+        status: LeaderFinish,
         result_json: Option<&str>,
         error: Option<&str>,
         now: i64,
     ) -> Result<bool>;
-    /// Fails running leader runs started before `now - stale_ms` with [`leader::STALE_SWEEP_REASON`].
-    async fn reap_stale_leader_runs(&self, stale_ms: i64, now: i64) -> Result<u64>;
+    /// Fails running leader runs started before `now - stale_ms` with [`leader::STALE_SWEEP_REASON`];
+    /// returns exactly the ids this tick failed (sorted). `tick` is fresh per tick.
+    async fn reap_stale_leader_runs(
+        &self,
+        tick: &str,
+        stale_ms: i64,
+        now: i64,
+    ) -> Result<Vec<String>>;
     /// Test aid only.
     async fn backdate_leader_run_for_test(&self, id: &str, started_at_ms: i64) -> Result<()>;
 }
 
-/// The one implementation of both contracts, over any executor.
+/// The one implementation of every contract, over any executor.
 #[derive(Debug, Clone)]
 pub struct SqlStore<E> {
     pub exec: E,
@@ -312,15 +405,42 @@ impl<E: Executor> SqlStore<E> {
         Ok(self.exec.run(&stmt).await?.rows.into_iter().next())
     }
 
-    async fn reaper(&self, batch: Vec<Stmt>) -> Result<ReapReport> {
+    /// Runs a reaper batch: `reaped_at` indexes the read-back of the reaped runs (if any), `sweep`
+    /// where the claim sweep starts.
+    async fn reaper(
+        &self,
+        batch: Vec<Stmt>,
+        reaped_at: Option<usize>,
+        sweep: usize,
+    ) -> Result<ReapReport> {
         let out = self.exec.batch(&batch).await?;
-        let changes = |i: usize| out.get(i).map_or(0, |o| o.changes);
+        let pairs = |i: usize| -> Result<Vec<SessionTask>> {
+            let mut v = out
+                .get(i)
+                .map(|o| o.rows.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(session_task)
+                .collect::<Result<Vec<_>>>()?;
+            v.sort();
+            Ok(v)
+        };
         Ok(ReapReport {
-            reaped: changes(claim_sql::REAP_ROWS),
-            terminal_claims_released: changes(1),
-            orphan_claims_released: changes(2),
+            reaped: match reaped_at {
+                Some(i) => pairs(i)?,
+                None => vec![],
+            },
+            terminal_claims_released: pairs(sweep + claim_sql::SWEEP_TERMINAL_READ)?,
+            orphan_claims_released: pairs(sweep + claim_sql::SWEEP_ORPHAN_READ)?,
         })
     }
+}
+
+fn session_task(row: &Row) -> Result<SessionTask> {
+    Ok(SessionTask {
+        session_id: get_str(row, "session_id").map_err(corrupt)?,
+        task_id: get_str(row, "task_id").map_err(corrupt)?,
+    })
 }
 
 fn claim_holder(row: &Row) -> Result<ClaimHolder> {
@@ -351,8 +471,8 @@ fn binding(scoped_key: &str, row: &Row) -> Result<IdempotencyBinding> {
     })
 }
 
-impl<E: Executor> RunStore for SqlStore<E> {
-    async fn create_run(&self, new: &run_sql::NewRun<'_>) -> Result<CreateRun> {
+impl<E: Executor> AdmissionStore for SqlStore<E> {
+    async fn create_run(&self, new: &NewRun<'_>) -> Result<CreateRun> {
         match self.exec.batch(&run_sql::admit(self.d(), new)).await {
             Ok(out) => {
                 if out
@@ -384,13 +504,6 @@ impl<E: Executor> RunStore for SqlStore<E> {
             },
             Err(e) => Err(e.into()),
         }
-    }
-
-    async fn get_run(&self, task_id: &str) -> Result<Option<RunRow>> {
-        self.first(run_sql::select_run(self.d(), task_id))
-            .await?
-            .map(|r| RunRow::from_row(&r).map_err(corrupt))
-            .transpose()
     }
 
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRow>> {
@@ -427,26 +540,132 @@ impl<E: Executor> RunStore for SqlStore<E> {
             .transpose()
     }
 
-    async fn set_terminal(
+    async fn release_claim_of(&self, task_id: &str) -> Result<bool> {
+        Ok(self
+            .exec
+            .run(&run_sql::release_claim_of(self.d(), task_id))
+            .await?
+            .changes
+            > 0)
+    }
+}
+
+impl<E: Executor> RunReadStore for SqlStore<E> {
+    async fn get_run(&self, task_id: &str) -> Result<Option<RunRow>> {
+        self.first(run_sql::select_run(self.d(), task_id))
+            .await?
+            .map(|r| RunRow::from_row(&r).map_err(corrupt))
+            .transpose()
+    }
+
+    async fn list_runs(
+        &self,
+        scope: &ListScope<'_>,
+        session_id: Option<&str>,
+        status: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<RunRow>> {
+        let stmt = run_sql::list_runs(self.d(), scope, session_id, status, cursor, limit);
+        let out = self.exec.run(&stmt).await?;
+        out.rows
+            .iter()
+            .map(|r| RunRow::from_row(r).map_err(corrupt))
+            .collect()
+    }
+
+    async fn list_sessions(
+        &self,
+        scope: &ListScope<'_>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<SessionRow>> {
+        let out = self
+            .exec
+            .run(&run_sql::list_sessions(self.d(), scope, cursor, limit))
+            .await?;
+        out.rows.iter().map(session_row).collect()
+    }
+
+    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>> {
+        let out = self
+            .exec
+            .run(&event_sql::events_after(self.d(), task_id, after, limit))
+            .await?;
+        out.rows
+            .iter()
+            .map(|r| {
+                Ok(EventRow {
+                    seq: get_i64(r, "seq").map_err(corrupt)?,
+                    kind: get_str(r, "type").map_err(corrupt)?,
+                    data: get_str(r, "data").map_err(corrupt)?,
+                    event_id: get_opt_str(r, "event_id").map_err(corrupt)?,
+                    created_at: get_i64(r, "created_at").map_err(corrupt)?,
+                })
+            })
+            .collect()
+    }
+}
+
+impl<E: Executor> LedgerStore for SqlStore<E> {
+    async fn append_events(
         &self,
         task_id: &str,
-        status: &str,
-        result_json: Option<&str>,
-        error: Option<&str>,
-        error_code: Option<&str>,
+        lease_epoch: i64,
+        events: &[NewEvent<'_>],
         now: i64,
-    ) -> Result<bool> {
-        let batch = run_sql::set_terminal(
-            self.d(),
-            task_id,
-            status,
-            result_json,
-            error,
-            error_code,
-            now,
-        );
+    ) -> Result<Appended> {
+        if events.is_empty() {
+            return Ok(Appended::Seqs(Vec::new()));
+        }
+        let batch = event_sql::append(self.d(), task_id, lease_epoch, events, now);
         let out = self.exec.batch(&batch).await?;
-        Ok(out.first().is_some_and(|o| o.changes == 1))
+        if out
+            .get(event_sql::APPEND_FENCE)
+            .is_none_or(|o| o.changes != 1)
+        {
+            return Ok(Appended::LeaseLost);
+        }
+        let last = out
+            .last()
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("appended run vanished".into()))?;
+        let last = get_i64(last, "last_seq").map_err(corrupt)?;
+        let n = events.len() as i64;
+        Ok(Appended::Seqs((last - n + 1..=last).collect()))
+    }
+
+    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>> {
+        let out = self.exec.batch(&runner_sql::finish(self.d(), f)).await?;
+        if out
+            .get(runner_sql::FINISH_WRITE)
+            .is_none_or(|o| o.changes != 1)
+        {
+            return Ok(None);
+        }
+        let row = out
+            .last()
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("finished run vanished".into()))?;
+        Ok(Some(get_i64(row, "last_seq").map_err(corrupt)?))
+    }
+
+    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>> {
+        let out = self
+            .exec
+            .batch(&runner_sql::add_steer(self.d(), task_id, message, now))
+            .await?;
+        if out
+            .get(runner_sql::STEER_INSERT)
+            .is_none_or(|o| o.changes != 1)
+        {
+            return Ok(None);
+        }
+        let row = out
+            .last()
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("steer message vanished".into()))?;
+        Ok(Some(get_i64(row, "seq").map_err(corrupt)?))
     }
 
     async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled> {
@@ -465,6 +684,107 @@ impl<E: Executor> RunStore for SqlStore<E> {
                 .get(run_sql::CANCEL_RELEASE)
                 .is_some_and(|o| o.changes > 0),
         })
+    }
+
+    async fn set_terminal(&self, t: &Terminal<'_>) -> Result<bool> {
+        let out = self.exec.batch(&run_sql::set_terminal(self.d(), t)).await?;
+        Ok(out.first().is_some_and(|o| o.changes == 1))
+    }
+}
+
+impl<E: Executor> RunnerStore for SqlStore<E> {
+    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>> {
+        let d = self.d();
+        let rows = self
+            .exec
+            .run(&runner_sql::lease_candidates(d, candidates))
+            .await?
+            .rows;
+        for row in rows {
+            let task_id = get_str(&row, "task_id").map_err(corrupt)?;
+            let out = self
+                .exec
+                .batch(&runner_sql::try_lease(d, &task_id, runner_id, now))
+                .await?;
+            if out
+                .get(runner_sql::LEASE_CAS)
+                .is_none_or(|o| o.changes != 1)
+            {
+                continue; // another runner won this one
+            }
+            let r = out
+                .get(runner_sql::LEASE_READ)
+                .and_then(|o| o.rows.first())
+                .ok_or_else(|| corrupt("leased run vanished".into()))?;
+            return Ok(Some(Lease {
+                task_id: get_str(r, "task_id").map_err(corrupt)?,
+                session_id: get_str(r, "session_id").map_err(corrupt)?,
+                lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
+                objective: get_str(r, "objective").map_err(corrupt)?,
+                meta: get_str(r, "meta").map_err(corrupt)?,
+                last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
+            }));
+        }
+        Ok(None)
+    }
+
+    async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>> {
+        let out = self.exec.batch(&runner_sql::heartbeat(self.d(), h)).await?;
+        let Some(fenced) = out
+            .get(runner_sql::HEARTBEAT_READ)
+            .and_then(|o| o.rows.first())
+        else {
+            return Ok(None);
+        };
+        let cancel_requested = get_i64(fenced, "cancel_requested").map_err(corrupt)? != 0;
+        let mut steer = vec![];
+        for r in out
+            .get(runner_sql::HEARTBEAT_STEER)
+            .map(|o| o.rows.as_slice())
+            .unwrap_or_default()
+        {
+            steer.push((
+                get_i64(r, "seq").map_err(corrupt)?,
+                get_str(r, "message").map_err(corrupt)?,
+            ));
+        }
+        Ok(Some(Beat {
+            cancel_requested,
+            steer,
+        }))
+    }
+}
+
+impl<E: Executor> GateStore for SqlStore<E> {
+    async fn park(&self, task_id: &str, status: ParkStatus, now: i64) -> Result<bool> {
+        Ok(self
+            .exec
+            .run(&run_sql::park(self.d(), task_id, status, now))
+            .await?
+            .changes
+            == 1)
+    }
+
+    async fn add_checkpoint(&self, c: &NewCheckpoint<'_>) -> Result<()> {
+        self.exec
+            .run(&claim_sql::insert_checkpoint(self.d(), c))
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>> {
+        let out = self
+            .exec
+            .batch(&run_sql::mark_resuming(self.d(), task_id, now))
+            .await?;
+        if out.first().is_none_or(|o| o.changes != 1) {
+            return Ok(None);
+        }
+        let row = out
+            .get(1)
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("resumed run vanished".into()))?;
+        Ok(Some(get_i64(row, "lease_epoch").map_err(corrupt)?))
     }
 
     async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool> {
@@ -490,131 +810,39 @@ impl<E: Executor> RunStore for SqlStore<E> {
             },
         )
     }
+}
 
-    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>> {
-        let out = self
-            .exec
-            .batch(&run_sql::mark_resuming(self.d(), task_id, now))
-            .await?;
-        if out.first().is_none_or(|o| o.changes != 1) {
-            return Ok(None);
-        }
-        let row = out
-            .get(1)
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("resumed run vanished".into()))?;
-        Ok(Some(get_i64(row, "lease_epoch").map_err(corrupt)?))
+impl<E: Executor> ReaperStore for SqlStore<E> {
+    async fn reap_stale(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport> {
+        self.reaper(
+            claim_sql::reap_stale(self.d(), tick, cutoff),
+            Some(claim_sql::REAP_READ),
+            claim_sql::REAP_SWEEP,
+        )
+        .await
     }
 
-    async fn park(&self, task_id: &str, status: &str, now: i64) -> Result<bool> {
-        if !crate::status::is_parked(status) {
-            return Err(corrupt(format!("{status:?} is not a park status")));
-        }
-        Ok(self
-            .exec
-            .run(&run_sql::park(self.d(), task_id, status, now))
-            .await?
-            .changes
-            == 1)
+    async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport> {
+        self.reaper(
+            claim_sql::fail_parked_with_expired_checkpoint(self.d(), tick),
+            Some(claim_sql::REAP_READ),
+            claim_sql::REAP_SWEEP,
+        )
+        .await
     }
 
-    async fn add_checkpoint(
-        &self,
-        checkpoint_id: &str,
-        session_id: &str,
-        task_id: &str,
-        owner: Option<&str>,
-        gate_kind: &str,
-        expires_at: i64,
-        now: i64,
-    ) -> Result<()> {
-        let stmt = claim_sql::insert_checkpoint(
-            self.d(),
-            checkpoint_id,
-            session_id,
-            task_id,
-            owner,
-            gate_kind,
-            expires_at,
-            now,
-        );
-        self.exec.run(&stmt).await?;
-        Ok(())
+    async fn reap_parked_older_than(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport> {
+        self.reaper(
+            claim_sql::reap_parked_older_than(self.d(), tick, cutoff),
+            Some(claim_sql::REAP_READ),
+            claim_sql::REAP_SWEEP,
+        )
+        .await
     }
 
-    async fn append_events(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        events: &[event_sql::NewEvent<'_>],
-        now: i64,
-    ) -> Result<Appended> {
-        if events.is_empty() {
-            return Ok(Appended::Seqs(Vec::new()));
-        }
-        let batch = event_sql::append(self.d(), task_id, lease_epoch, events, now);
-        let out = self.exec.batch(&batch).await?;
-        if out
-            .get(event_sql::APPEND_FENCE)
-            .is_none_or(|o| o.changes != 1)
-        {
-            return Ok(Appended::LeaseLost);
-        }
-        let last = out
-            .last()
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("appended run vanished".into()))?;
-        let last = get_i64(last, "last_seq").map_err(corrupt)?;
-        let n = events.len() as i64;
-        Ok(Appended::Seqs((last - n + 1..=last).collect()))
-    }
-
-    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>> {
-        let out = self
-            .exec
-            .run(&event_sql::events_after(self.d(), task_id, after, limit))
-            .await?;
-        out.rows
-            .iter()
-            .map(|r| {
-                Ok(EventRow {
-                    seq: get_i64(r, "seq").map_err(corrupt)?,
-                    kind: get_str(r, "type").map_err(corrupt)?,
-                    data: get_str(r, "data").map_err(corrupt)?,
-                    event_id: get_opt_str(r, "event_id").map_err(corrupt)?,
-                    created_at: get_i64(r, "created_at").map_err(corrupt)?,
-                })
-            })
-            .collect()
-    }
-
-    async fn list_runs(
-        &self,
-        scope: &run_sql::ListScope<'_>,
-        session_id: Option<&str>,
-        status: Option<&str>,
-        cursor: Option<(i64, &str)>,
-        limit: i64,
-    ) -> Result<Vec<RunRow>> {
-        let stmt = run_sql::list_runs(self.d(), scope, session_id, status, cursor, limit);
-        let out = self.exec.run(&stmt).await?;
-        out.rows
-            .iter()
-            .map(|r| RunRow::from_row(r).map_err(corrupt))
-            .collect()
-    }
-
-    async fn list_sessions(
-        &self,
-        scope: &run_sql::ListScope<'_>,
-        cursor: Option<(i64, &str)>,
-        limit: i64,
-    ) -> Result<Vec<SessionRow>> {
-        let out = self
-            .exec
-            .run(&run_sql::list_sessions(self.d(), scope, cursor, limit))
-            .await?;
-        out.rows.iter().map(session_row).collect()
+    async fn sweep_claims(&self, tick: &str) -> Result<ReapReport> {
+        self.reaper(claim_sql::sweep_claims(self.d(), tick), None, 0)
+            .await
     }
 
     async fn delete_by_session(&self, session_id: &str) -> Result<u64> {
@@ -623,181 +851,6 @@ impl<E: Executor> RunStore for SqlStore<E> {
             .batch(&run_sql::delete_by_session(self.d(), session_id))
             .await?;
         Ok(out.get(run_sql::DELETE_RUNS).map_or(0, |o| o.changes))
-    }
-
-    async fn sweep_claims(&self) -> Result<(u64, u64)> {
-        let d = self.d();
-        let out = self
-            .exec
-            .batch(&[
-                claim_sql::release_terminal_claims(d),
-                claim_sql::release_orphan_claims(d),
-            ])
-            .await?;
-        Ok((out[0].changes, out[1].changes))
-    }
-
-    async fn release_claim_of(&self, task_id: &str) -> Result<bool> {
-        Ok(self
-            .exec
-            .run(&run_sql::release_claim_of(self.d(), task_id))
-            .await?
-            .changes
-            > 0)
-    }
-
-    async fn reap_stale(&self, cutoff: i64, now: i64, limit: i64) -> Result<ReapReport> {
-        self.reaper(claim_sql::reap_stale(self.d(), cutoff, now, limit))
-            .await
-    }
-
-    async fn fail_parked_with_expired_checkpoint(
-        &self,
-        now: i64,
-        limit: i64,
-    ) -> Result<ReapReport> {
-        self.reaper(claim_sql::fail_parked_with_expired_checkpoint(
-            self.d(),
-            now,
-            limit,
-        ))
-        .await
-    }
-
-    async fn reap_parked_older_than(
-        &self,
-        cutoff: i64,
-        now: i64,
-        limit: i64,
-    ) -> Result<ReapReport> {
-        self.reaper(claim_sql::reap_parked_older_than(
-            self.d(),
-            cutoff,
-            now,
-            limit,
-        ))
-        .await
-    }
-
-    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>> {
-        let d = self.d();
-        let rows = self
-            .exec
-            .run(&runner_sql::lease_candidates(d, candidates))
-            .await?
-            .rows;
-        for row in rows {
-            let task_id = get_str(&row, "task_id").map_err(corrupt)?;
-            let out = self
-                .exec
-                .batch(&runner_sql::try_lease(d, &task_id, runner_id, now))
-                .await?;
-            if out
-                .get(runner_sql::LEASE_CAS)
-                .is_none_or(|o| o.changes != 1)
-            {
-                continue; // another runner won this one
-            }
-            let r = out
-                .get(1)
-                .and_then(|o| o.rows.first())
-                .ok_or_else(|| corrupt("leased run vanished".into()))?;
-            return Ok(Some(Lease {
-                task_id: get_str(r, "task_id").map_err(corrupt)?,
-                session_id: get_str(r, "session_id").map_err(corrupt)?,
-                lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
-                objective: get_str(r, "objective").map_err(corrupt)?,
-                meta: get_str(r, "meta").map_err(corrupt)?,
-                last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
-            }));
-        }
-        Ok(None)
-    }
-
-    async fn heartbeat(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        delivery_id: &str,
-        now: i64,
-    ) -> Result<Option<Beat>> {
-        let batch = runner_sql::heartbeat(self.d(), task_id, lease_epoch, delivery_id, now);
-        let out = self.exec.batch(&batch).await?;
-        if out
-            .get(runner_sql::HEARTBEAT_FENCE)
-            .is_none_or(|o| o.changes != 1)
-        {
-            return Ok(None);
-        }
-        let cancel_requested = match out.get(2).and_then(|o| o.rows.first()) {
-            Some(r) => get_i64(r, "cancel_requested").map_err(corrupt)? != 0,
-            None => false,
-        };
-        let mut steer = vec![];
-        for r in out.get(3).map(|o| o.rows.as_slice()).unwrap_or_default() {
-            steer.push((
-                get_i64(r, "seq").map_err(corrupt)?,
-                get_str(r, "message").map_err(corrupt)?,
-            ));
-        }
-        Ok(Some(Beat {
-            cancel_requested,
-            steer,
-        }))
-    }
-
-    async fn finish_run(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        status: &str,
-        result_json: Option<&str>,
-        error: Option<&str>,
-        error_code: Option<&str>,
-        done_json: &str,
-        now: i64,
-    ) -> Result<Option<i64>> {
-        if crate::status::is_active(status) {
-            return Err(corrupt(format!("{status:?} is not a terminal status")));
-        }
-        let batch = runner_sql::finish(
-            self.d(),
-            task_id,
-            lease_epoch,
-            status,
-            result_json,
-            error,
-            error_code,
-            done_json,
-            now,
-        );
-        let out = self.exec.batch(&batch).await?;
-        if out
-            .get(runner_sql::FINISH_WRITE)
-            .is_none_or(|o| o.changes != 1)
-        {
-            return Ok(None);
-        }
-        let row = out
-            .last()
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("finished run vanished".into()))?;
-        Ok(Some(get_i64(row, "last_seq").map_err(corrupt)?))
-    }
-
-    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let out = self
-            .exec
-            .batch(&runner_sql::add_steer(self.d(), task_id, message, now))
-            .await?;
-        if out.first().is_none_or(|o| o.changes != 1) {
-            return Ok(None);
-        }
-        let row = out
-            .get(1)
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("steer message vanished".into()))?;
-        Ok(Some(get_i64(row, "seq").map_err(corrupt)?))
     }
 }
 
@@ -850,24 +903,38 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
     async fn finish_leader_run(
         &self,
         id: &str,
-        status: &str,
+        status: LeaderFinish,
         result_json: Option<&str>,
         error: Option<&str>,
         now: i64,
     ) -> Result<bool> {
-        if !leader::is_finish_status(status) {
-            return Err(corrupt(format!(
-                "{status:?} is not a leader terminal status"
-            )));
-        }
         let stmt = leader_sql::finish(self.d(), id, status, result_json, error, now);
         Ok(self.exec.run(&stmt).await?.changes > 0)
     }
 
-    async fn reap_stale_leader_runs(&self, stale_ms: i64, now: i64) -> Result<u64> {
-        let stmt =
-            leader_sql::reap_stale_running(self.d(), leader::STALE_SWEEP_REASON, now, stale_ms);
-        Ok(self.exec.run(&stmt).await?.changes)
+    async fn reap_stale_leader_runs(
+        &self,
+        tick: &str,
+        stale_ms: i64,
+        now: i64,
+    ) -> Result<Vec<String>> {
+        let batch = leader_sql::reap_stale_running(
+            self.d(),
+            tick,
+            leader::STALE_SWEEP_REASON,
+            now,
+            stale_ms,
+        );
+        let out = self.exec.batch(&batch).await?;
+        let mut ids = out
+            .get(leader_sql::REAP_READ)
+            .map(|o| o.rows.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| get_str(r, "leader_run_id").map_err(corrupt))
+            .collect::<Result<Vec<_>>>()?;
+        ids.sort();
+        Ok(ids)
     }
 
     async fn backdate_leader_run_for_test(&self, id: &str, started_at_ms: i64) -> Result<()> {

@@ -5,8 +5,18 @@
 //! next tick heals. Reapers re-check their predicate in the writing statement, so overlapping or
 //! repeated ticks are idempotent, and they bound their work with a LIMIT (through a derived table,
 //! the one form MySQL accepts for a LIMITed subquery on the table being updated).
+//!
+//! **Which rows a tick changed.** Every reaper tick carries a fresh id ([`Tick::id`]). The reaping
+//! UPDATE stamps the runs it fails with it (`task_run.reap_tick`), and the claim sweeps stamp the
+//! claims they are about to release (`task_active.release_tick`), read the stamped rows back, then
+//! delete exactly the stamped rows, all in the batch's one transaction. So each tick reports exactly
+//! the `(session, task)` pairs it changed, on every dialect: a stamp is a write, which in PostgreSQL
+//! and MySQL row-locks what it stamps and re-checks its predicate on rows another transaction changed
+//! meanwhile (a claim an overlapping tick already deleted is skipped, a run it already failed no
+//! longer matches), and SQLite / D1 batches are serialised. Overlapping ticks therefore never change
+//! or report a row twice.
 
-use super::{Dialect, SqlValue, Stmt};
+use super::{Dialect, Stmt};
 
 pub const STALLED_ERROR: &str = "run stalled (instance lost?)";
 pub const STALLED_CODE: &str = "run.stalled";
@@ -17,168 +27,176 @@ pub const APPROVAL_TIMEOUT_ERROR: &str =
     "approval timed out: the run stayed parked longer than APPROVAL_TIMEOUT_SEC";
 pub const APPROVAL_TIMEOUT_CODE: &str = "approval.timeout";
 
-/// Releases every claim whose run is terminal (neither running nor parked).
-pub fn release_terminal_claims(d: Dialect) -> Stmt {
-    Stmt::pick(
-        d,
-        "DELETE FROM task_active WHERE EXISTS (SELECT 1 FROM task_run tr \
-         WHERE tr.task_id = task_active.task_id AND tr.status NOT IN ('running','suspended','needs_review'))",
-        "DELETE FROM task_active ta USING task_run tr WHERE ta.task_id = tr.task_id \
-         AND tr.status NOT IN ('running','suspended','needs_review')",
-        (
-            "DELETE ta FROM task_active ta JOIN task_run tr ON ta.task_id = tr.task_id \
-             WHERE tr.status NOT IN ('running','suspended','needs_review')",
-            &[],
+/// One reaper tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tick<'a> {
+    /// Fresh per tick (e.g. a UUIDv7): stamps the rows this tick changes. Reusing an id would let a
+    /// tick also report rows an earlier tick with the same id changed.
+    pub id: &'a str,
+    pub now: i64,
+    /// At most this many runs reaped per tick.
+    pub limit: i64,
+}
+
+/// Offsets, within [`sweep_claims`]'s statements, of the reads of the released claims.
+pub const SWEEP_TERMINAL_READ: usize = 1;
+pub const SWEEP_ORPHAN_READ: usize = 4;
+
+/// The claim sweep, as statements to run in one batch: release every claim whose run is terminal
+/// (neither running nor parked), then every claim without any run row (out-of-band debris). Each
+/// release is stamp → read the stamped `(session_id, task_id)` → delete the stamped.
+pub fn sweep_claims(d: Dialect, tick: &str) -> Vec<Stmt> {
+    let read = || {
+        Stmt::portable(
+            d,
+            "SELECT session_id, task_id FROM task_active WHERE release_tick = ?1",
+            vec![tick.into()],
+        )
+    };
+    let delete = || {
+        Stmt::portable(
+            d,
+            "DELETE FROM task_active WHERE release_tick = ?1",
+            vec![tick.into()],
+        )
+    };
+    vec![
+        Stmt::portable(
+            d,
+            "UPDATE task_active SET release_tick = ?1 WHERE EXISTS (SELECT 1 FROM task_run tr \
+             WHERE tr.task_id = task_active.task_id AND tr.status NOT IN ('running','suspended','needs_review'))",
+            vec![tick.into()],
         ),
-        vec![],
+        read(),
+        delete(),
+        Stmt::portable(
+            d,
+            "UPDATE task_active SET release_tick = ?1 WHERE NOT EXISTS \
+             (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id)",
+            vec![tick.into()],
+        ),
+        read(),
+        delete(),
+    ]
+}
+
+/// Index of the reaping statement in each reaper batch.
+pub const REAP_WRITE: usize = 0;
+/// Index of the read-back of the reaped `(session_id, task_id)` in each reaper batch.
+pub const REAP_READ: usize = 1;
+/// Index where the claim sweep starts in each reaper batch (offsets: [`SWEEP_TERMINAL_READ`] ...).
+pub const REAP_SWEEP: usize = 2;
+
+/// The reaped runs of this tick: the reaping UPDATE set `status = 'failed'`, `updated_at = now` and
+/// `reap_tick` (served by `idx_task_run_status_updated`).
+fn reaped(d: Dialect, tick: &Tick<'_>) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT session_id, task_id FROM task_run WHERE status = 'failed' AND updated_at = ?1 \
+         AND reap_tick = ?2",
+        vec![tick.now.into(), tick.id.into()],
     )
 }
 
-/// Releases every claim that has no run row at all (out-of-band debris). The text is the same in
-/// every dialect.
-pub fn release_orphan_claims(d: Dialect) -> Stmt {
-    const SQL: &str = "DELETE FROM task_active WHERE NOT EXISTS \
-                       (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id)";
-    Stmt::pick(d, SQL, SQL, (SQL, &[]), vec![])
-}
-
-/// Index of the reaping statement in each reaper batch; its change count is the number reaped.
-pub const REAP_ROWS: usize = 0;
-
-/// The claim sweep that closes every reaper batch.
-fn sweeps(d: Dialect) -> [Stmt; 2] {
-    [release_terminal_claims(d), release_orphan_claims(d)]
+fn reaper(d: Dialect, tick: &Tick<'_>, write: Stmt) -> Vec<Stmt> {
+    let mut batch = vec![write, reaped(d, tick)];
+    batch.extend(sweep_claims(d, tick.id));
+    batch
 }
 
 /// Fails `running` runs whose driver has been silent since before `cutoff` (at most `limit`), with
 /// `run.stalled`; parked runs and their claims are untouched.
-pub fn reap_stale(d: Dialect, cutoff: i64, now: i64, limit: i64) -> Vec<Stmt> {
-    let mut batch = vec![Stmt::pick(
+pub fn reap_stale(d: Dialect, tick: &Tick<'_>, cutoff: i64) -> Vec<Stmt> {
+    let write = Stmt::portable(
         d,
-        "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, updated_at = ?2 \
+        "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, \
+         updated_at = ?2, reap_tick = ?6 \
          WHERE status = 'running' AND heartbeat_at < ?1 AND task_id IN (SELECT task_id FROM \
          (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ?1 ORDER BY heartbeat_at LIMIT ?5) AS pick)",
-        "UPDATE task_run SET status = 'failed', error = $3, error_code = $4, held_by = NULL, updated_at = $2 \
-         WHERE status = 'running' AND heartbeat_at < $1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < $1 ORDER BY heartbeat_at LIMIT $5) AS pick)",
-        (
-            "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
-             WHERE status = 'running' AND heartbeat_at < ? AND task_id IN (SELECT task_id FROM \
-             (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ? ORDER BY heartbeat_at LIMIT ?) AS pick)",
-            &[3, 4, 2, 1, 1, 5],
-        ),
         vec![
             cutoff.into(),
-            now.into(),
+            tick.now.into(),
             STALLED_ERROR.into(),
             STALLED_CODE.into(),
-            limit.into(),
+            tick.limit.into(),
+            tick.id.into(),
         ],
-    )];
-    batch.extend(sweeps(d));
-    batch
+    );
+    reaper(d, tick, write)
 }
 
 /// Fails parked runs whose session has an expired checkpoint and no pending one (at most `limit`),
 /// with `approval.expired`. A checkpoint is expired once `expires_at <= now`.
-pub fn fail_parked_with_expired_checkpoint(d: Dialect, now: i64, limit: i64) -> Vec<Stmt> {
-    let mut batch = vec![Stmt::pick(
+pub fn fail_parked_with_expired_checkpoint(d: Dialect, tick: &Tick<'_>) -> Vec<Stmt> {
+    let write = Stmt::portable(
         d,
-        "UPDATE task_run SET status = 'failed', error = ?2, error_code = ?3, held_by = NULL, updated_at = ?1 \
+        "UPDATE task_run SET status = 'failed', error = ?2, error_code = ?3, held_by = NULL, \
+         updated_at = ?1, reap_tick = ?5 \
          WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
          (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
          AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
          AND ck.status IN ('pending','expired') AND ck.expires_at <= ?1) \
          AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
          AND pending.status = 'pending' AND pending.expires_at > ?1) LIMIT ?4) AS pick)",
-        "UPDATE task_run SET status = 'failed', error = $2, error_code = $3, held_by = NULL, updated_at = $1 \
-         WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
-         (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-         AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
-         AND ck.status IN ('pending','expired') AND ck.expires_at <= $1) \
-         AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
-         AND pending.status = 'pending' AND pending.expires_at > $1) LIMIT $4) AS pick)",
-        (
-            "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
-             WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
-             (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-             AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
-             AND ck.status IN ('pending','expired') AND ck.expires_at <= ?) \
-             AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
-             AND pending.status = 'pending' AND pending.expires_at > ?) LIMIT ?) AS pick)",
-            &[2, 3, 1, 1, 1, 4],
-        ),
         vec![
-            now.into(),
+            tick.now.into(),
             APPROVAL_EXPIRED_ERROR.into(),
             APPROVAL_EXPIRED_CODE.into(),
-            limit.into(),
+            tick.limit.into(),
+            tick.id.into(),
         ],
-    )];
-    batch.extend(sweeps(d));
-    batch
+    );
+    reaper(d, tick, write)
 }
 
 /// Fails parked runs not updated since before `cutoff` (the APPROVAL_TIMEOUT_SEC leg; only
 /// scheduled when that is > 0), at most `limit`, with `approval.timeout`.
-pub fn reap_parked_older_than(d: Dialect, cutoff: i64, now: i64, limit: i64) -> Vec<Stmt> {
-    let mut batch = vec![Stmt::pick(
+pub fn reap_parked_older_than(d: Dialect, tick: &Tick<'_>, cutoff: i64) -> Vec<Stmt> {
+    let write = Stmt::portable(
         d,
-        "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, updated_at = ?2 \
+        "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, \
+         updated_at = ?2, reap_tick = ?6 \
          WHERE status IN ('suspended','needs_review') AND updated_at < ?1 AND task_id IN (SELECT task_id FROM \
          (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ?1 LIMIT ?5) AS pick)",
-        "UPDATE task_run SET status = 'failed', error = $3, error_code = $4, held_by = NULL, updated_at = $2 \
-         WHERE status IN ('suspended','needs_review') AND updated_at < $1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < $1 LIMIT $5) AS pick)",
-        (
-            "UPDATE task_run SET status = 'failed', error = ?, error_code = ?, held_by = NULL, updated_at = ? \
-             WHERE status IN ('suspended','needs_review') AND updated_at < ? AND task_id IN (SELECT task_id FROM \
-             (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ? LIMIT ?) AS pick)",
-            &[3, 4, 2, 1, 1, 5],
-        ),
         vec![
             cutoff.into(),
-            now.into(),
+            tick.now.into(),
             APPROVAL_TIMEOUT_ERROR.into(),
             APPROVAL_TIMEOUT_CODE.into(),
-            limit.into(),
+            tick.limit.into(),
+            tick.id.into(),
         ],
-    )];
-    batch.extend(sweeps(d));
-    batch
+    );
+    reaper(d, tick, write)
 }
 
-/// Records a checkpoint (a parked run's pending gate); `checkpoint_id` is the sha256 of its token.
-#[allow(clippy::too_many_arguments)]
-pub fn insert_checkpoint(
-    d: Dialect,
-    checkpoint_id: &str,
-    session_id: &str,
-    task_id: &str,
-    owner: Option<&str>,
-    gate_kind: &str,
-    expires_at: i64,
-    now: i64,
-) -> Stmt {
-    Stmt::pick(
+/// A checkpoint to record (a parked run's pending gate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewCheckpoint<'a> {
+    /// The sha256 (hex) of the checkpoint's token.
+    pub checkpoint_id: &'a str,
+    pub session_id: &'a str,
+    pub task_id: &'a str,
+    pub owner: Option<&'a str>,
+    pub gate_kind: &'a str,
+    pub expires_at: i64,
+    pub now: i64,
+}
+
+/// Records a checkpoint as `pending`.
+pub fn insert_checkpoint(d: Dialect, c: &NewCheckpoint<'_>) -> Stmt {
+    Stmt::portable(
         d,
         "INSERT INTO checkpoint (checkpoint_id, session_id, task_id, owner, gate_kind, status, expires_at, \
          created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7)",
-        "INSERT INTO checkpoint (checkpoint_id, session_id, task_id, owner, gate_kind, status, expires_at, \
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $7)",
-        (
-            "INSERT INTO checkpoint (checkpoint_id, session_id, task_id, owner, gate_kind, status, expires_at, \
-             created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
-            &[1, 2, 3, 4, 5, 6, 7, 7],
-        ),
         vec![
-            checkpoint_id.into(),
-            session_id.into(),
-            task_id.into(),
-            SqlValue::from(owner),
-            gate_kind.into(),
-            expires_at.into(),
-            now.into(),
+            c.checkpoint_id.into(),
+            c.session_id.into(),
+            c.task_id.into(),
+            c.owner.into(),
+            c.gate_kind.into(),
+            c.expires_at.into(),
+            c.now.into(),
         ],
     )
 }

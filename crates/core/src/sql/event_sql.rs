@@ -5,6 +5,7 @@
 //! also locks the row, serialising concurrent appends), then each event is inserted with the seq
 //! computed from the advanced counter under the same fence. Zero rows changed by the first statement
 //! means the lease was lost and nothing was written. Seqs are therefore gap-free and ordered per run.
+//! A duplicate `event_id` (unique per run) fails the whole batch on `run_event`.
 
 use super::{Dialect, Stmt};
 
@@ -20,6 +21,15 @@ pub struct NewEvent<'a> {
 /// Index of the fencing counter update in [`append`]'s batch.
 pub const APPEND_FENCE: usize = 0;
 
+/// The run's event counter.
+pub fn select_last_seq(d: Dialect, task_id: &str) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT last_seq FROM task_run WHERE task_id = ?1",
+        vec![task_id.into()],
+    )
+}
+
 /// The fenced append batch for `events` (at least one).
 pub fn append(
     d: Dialect,
@@ -29,18 +39,11 @@ pub fn append(
     now: i64,
 ) -> Vec<Stmt> {
     let n = events.len() as i64;
-    let mut batch = Vec::with_capacity(events.len() + 1);
-    batch.push(Stmt::pick(
+    let mut batch = Vec::with_capacity(events.len() + 2);
+    batch.push(Stmt::portable(
         d,
         "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4 \
          WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
-        "UPDATE task_run SET last_seq = last_seq + $3, updated_at = $4 \
-         WHERE task_id = $1 AND lease_epoch = $2 AND status = 'running'",
-        (
-            "UPDATE task_run SET last_seq = last_seq + ?, updated_at = ? \
-             WHERE task_id = ? AND lease_epoch = ? AND status = 'running'",
-            &[3, 4, 1, 2],
-        ),
         vec![task_id.into(), lease_epoch.into(), n.into(), now.into()],
     ));
     for (i, e) in events.iter().enumerate() {
@@ -54,12 +57,9 @@ pub fn append(
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT $1::varchar, last_seq - $3::bigint, $4::varchar, $5::jsonb, $6::varchar, $7::bigint FROM task_run \
              WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND status = 'running'",
-            (
-                "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
-                 SELECT ?, last_seq - ?, ?, ?, ?, ? FROM task_run \
-                 WHERE task_id = ? AND lease_epoch = ? AND status = 'running'",
-                &[1, 3, 4, 5, 6, 7, 1, 2],
-            ),
+            "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+             SELECT ?1, last_seq - ?3, ?4, ?5, ?6, ?7 FROM task_run \
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
             vec![
                 task_id.into(),
                 lease_epoch.into(),
@@ -73,13 +73,7 @@ pub fn append(
     }
     // Read inside the same transaction, so it is this batch's counter (the row is still locked in
     // PostgreSQL and MySQL).
-    batch.push(Stmt::pick(
-        d,
-        "SELECT last_seq FROM task_run WHERE task_id = ?1",
-        "SELECT last_seq FROM task_run WHERE task_id = $1",
-        ("SELECT last_seq FROM task_run WHERE task_id = ?", &[1]),
-        vec![task_id.into()],
-    ));
+    batch.push(select_last_seq(d, task_id));
     batch
 }
 
@@ -91,11 +85,8 @@ pub fn events_after(d: Dialect, task_id: &str, after: i64, limit: i64) -> Stmt {
          WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         "SELECT seq, type, data::text AS data, event_id, created_at FROM run_event \
          WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        (
-            "SELECT seq, type, CAST(data AS CHAR) AS data, event_id, created_at FROM run_event \
-             WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            &[1, 2, 3],
-        ),
+        "SELECT seq, type, CAST(data AS CHAR) AS data, event_id, created_at FROM run_event \
+         WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         vec![task_id.into(), after.into(), limit.into()],
     )
 }

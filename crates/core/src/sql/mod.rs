@@ -2,9 +2,12 @@
 //!
 //! A [`Stmt`] is SQL text plus positional parameters. The core decides from what comes back: rows as
 //! JSON objects keyed by column name ([`Row`]) and the number of rows each statement changed.
-//! Every statement exists in three dialects, written side by side at its call site: SQLite / D1
-//! (`?N` placeholders), PostgreSQL (`$N`) and MySQL / MariaDB (`?`, one per occurrence, so a
-//! parameter used twice is bound twice; [`Stmt::pick`] lays the parameters out).
+//! Every statement exists in three dialects: SQLite / D1 (`?N` placeholders), PostgreSQL (`$N`) and
+//! MySQL / MariaDB (`?`, one per occurrence, so a parameter used twice is bound twice). Where the
+//! dialects differ only in placeholders, one `?N` text is written and rendered per dialect
+//! ([`Stmt::portable`]); where they truly differ, the twins are written side by side
+//! ([`Stmt::pick`]), the MySQL twin also in `?N` notation and rendered, so no per-occurrence
+//! parameter list is kept by hand. No placeholder ever sits inside a quoted literal (tested).
 //!
 //! JSON values travel as text. PostgreSQL casts them (`$n::jsonb`, and `::text` when read);
 //! MySQL / MariaDB take the text as a plain parameter (MySQL parses it into its JSON type, MariaDB's
@@ -81,24 +84,50 @@ impl Stmt {
         }
     }
 
-    /// The text for dialect `d`, with `params` numbered 1.. as the SQLite (`?N`) and PostgreSQL (`$N`)
-    /// texts use them. `mysql.1` lists, per `?` of the MySQL text in order, the 1-based parameter it
-    /// binds.
+    /// One text for every dialect, when they differ only in placeholders. `sql` numbers its
+    /// parameters `?1, ?2, …` (a parameter may appear several times, in any order); it is rendered
+    /// as is for SQLite, with `$N` for PostgreSQL, and with one `?` per occurrence for MySQL, the
+    /// parameters laid out in occurrence order. Quoted literals are copied verbatim.
+    pub fn portable(d: Dialect, sql: &'static str, params: Vec<SqlValue>) -> Self {
+        match d {
+            Dialect::Sqlite => Self::new(sql, params),
+            _ => Self::rendered(d, sql, params),
+        }
+    }
+
+    /// Hand-written twins, where the dialects truly differ (casts, `FROM DUAL`, NULL-safe equality,
+    /// `CAST(... AS CHAR)`, upserts). The SQLite text uses `?N`, the PostgreSQL text `$N`; the MySQL
+    /// text is also written with `?N` and rendered as [`Stmt::portable`] renders it, so no
+    /// per-occurrence index list is kept by hand.
     pub fn pick(
         d: Dialect,
         sqlite: &'static str,
         postgres: &'static str,
-        mysql: (&'static str, &[usize]),
+        mysql: &'static str,
         params: Vec<SqlValue>,
     ) -> Self {
         match d {
             Dialect::Sqlite => Self::new(sqlite, params),
             Dialect::Postgres => Self::new(postgres, params),
-            Dialect::Mysql => Self::new(
-                mysql.0,
-                mysql.1.iter().map(|i| params[i - 1].clone()).collect(),
-            ),
+            Dialect::Mysql => Self::rendered(Dialect::Mysql, mysql, params),
         }
+    }
+
+    fn rendered(d: Dialect, sql: &str, params: Vec<SqlValue>) -> Self {
+        let (text, order) = render(d, sql);
+        let params = match d {
+            Dialect::Mysql => order
+                .iter()
+                .map(|i| {
+                    params
+                        .get(i - 1)
+                        .unwrap_or_else(|| panic!("?{i} has no parameter in: {sql}"))
+                        .clone()
+                })
+                .collect(),
+            _ => params,
+        };
+        Self::new(text, params)
     }
 
     /// The table an `INSERT INTO <table>` writes, used to name the target of a duplicate-key error.
@@ -135,7 +164,15 @@ impl Stmt {
         let found = match d {
             Dialect::Sqlite => max_numbered('?'),
             Dialect::Postgres => max_numbered('$'),
-            Dialect::Mysql => self.sql.matches('?').count(),
+            Dialect::Mysql => {
+                if max_numbered('?') > 0 {
+                    return Err(format!(
+                        "MySQL text keeps a numbered placeholder: {}",
+                        self.sql
+                    ));
+                }
+                self.sql.matches('?').count()
+            }
         };
         if found == n {
             Ok(())
@@ -146,6 +183,68 @@ impl Stmt {
             ))
         }
     }
+}
+
+/// Renders a text whose placeholders are `?N` for dialect `d` (`?N` kept for SQLite, `$N` for
+/// PostgreSQL, `?` for MySQL), returning the text and the 1-based parameter each placeholder binds,
+/// in order. Text inside single-quoted literals is copied verbatim. Panics on a bare `?` or a `$`
+/// outside a literal: the statement texts are constants, so that is a programming error.
+pub fn render(d: Dialect, sql: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut order = vec![];
+    let mut in_literal = false;
+    let mut chars = sql.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if in_literal {
+            in_literal = c != '\'';
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\'' => {
+                in_literal = true;
+                out.push(c);
+            }
+            '?' => {
+                let digits: String = sql[i + 1..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                let n: usize = digits
+                    .parse()
+                    .unwrap_or_else(|_| panic!("placeholder without a number at {i}: {sql}"));
+                assert!(n > 0, "placeholders count from ?1: {sql}");
+                for _ in 0..digits.len() {
+                    chars.next();
+                }
+                order.push(n);
+                match d {
+                    Dialect::Sqlite => out.push_str(&format!("?{n}")),
+                    Dialect::Postgres => out.push_str(&format!("${n}")),
+                    Dialect::Mysql => out.push('?'),
+                }
+            }
+            '$' => panic!("`$` outside a literal in a ?N text: {sql}"),
+            _ => out.push(c),
+        }
+    }
+    assert!(!in_literal, "unterminated literal: {sql}");
+    (out, order)
+}
+
+/// The single-quoted literals of a statement text (a test aid: no placeholder may hide in one).
+pub fn literals(sql: &str) -> Vec<&str> {
+    let mut out = vec![];
+    let mut start = None;
+    for (i, c) in sql.char_indices() {
+        if c == '\'' {
+            match start.take() {
+                None => start = Some(i + 1),
+                Some(s) => out.push(&sql[s..i]),
+            }
+        }
+    }
+    out
 }
 
 /// Builds a statement whose shape depends on optional filters, numbering placeholders for its dialect.
@@ -290,14 +389,58 @@ mod tests {
             Dialect::Mysql,
             "SELECT ?1, ?2, ?1",
             "SELECT $1, $2, $1",
-            ("SELECT ?, ?, ?", &[1, 2, 1]),
+            "SELECT ?1, ?2, ?1",
             vec![SqlValue::Int(7), SqlValue::Int(8)],
         );
         assert_eq!(
             s.params,
             vec![SqlValue::Int(7), SqlValue::Int(8), SqlValue::Int(7)]
         );
+        assert_eq!(s.sql, "SELECT ?, ?, ?");
         assert!(s.placeholders_match(Dialect::Mysql).is_ok());
+    }
+
+    #[test]
+    fn portable_texts_render_per_dialect_and_leave_literals_alone() {
+        let sql = "SELECT 'a?1$2' AS x FROM t WHERE b = ?2 AND c = ?1 OR d = ?2 AND e = 'it''s ?'";
+        let params = || vec![SqlValue::Int(1), SqlValue::Text("two".into())];
+        let lite = Stmt::portable(Dialect::Sqlite, sql, params());
+        assert_eq!(lite.sql, sql);
+        let pg = Stmt::portable(Dialect::Postgres, sql, params());
+        assert_eq!(
+            pg.sql,
+            "SELECT 'a?1$2' AS x FROM t WHERE b = $2 AND c = $1 OR d = $2 AND e = 'it''s ?'"
+        );
+        assert_eq!(pg.params, params());
+        let my = Stmt::portable(Dialect::Mysql, sql, params());
+        assert_eq!(
+            my.sql,
+            "SELECT 'a?1$2' AS x FROM t WHERE b = ? AND c = ? OR d = ? AND e = 'it''s ?'"
+        );
+        assert_eq!(
+            my.params,
+            vec![
+                SqlValue::Text("two".into()),
+                SqlValue::Int(1),
+                SqlValue::Text("two".into())
+            ]
+        );
+        // Multi-digit numbers are one placeholder.
+        let (text, order) = render(Dialect::Postgres, "SELECT ?10, ?1");
+        assert_eq!((text.as_str(), order), ("SELECT $10, $1", vec![10, 1]));
+        assert_eq!(literals("a 'x' b 'it''s'"), vec!["x", "it", "s"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "without a number")]
+    fn a_bare_question_mark_in_a_portable_text_is_refused() {
+        Stmt::portable(Dialect::Mysql, "SELECT ?", vec![]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a literal")]
+    fn a_dollar_in_a_portable_text_is_refused() {
+        Stmt::portable(Dialect::Postgres, "SELECT $1", vec![]);
     }
 
     #[test]
@@ -368,33 +511,84 @@ mod placeholder_tests {
             data: "{}",
             event_id: Some("e"),
         }; 3];
+        let tick = claim_sql::Tick {
+            id: "tick",
+            now: 2,
+            limit: 10,
+        };
         let mut v = run_sql::admit(d, &new);
         v.extend(run_sql::cancel(d, "t", 1));
         v.extend(run_sql::set_terminal(
             d,
-            "t",
-            "failed",
-            Some("{}"),
-            Some("e"),
-            Some("c"),
-            1,
+            &run_sql::Terminal {
+                task_id: "t",
+                status: crate::status::TerminalStatus::Failed,
+                result_json: Some("{}"),
+                error: Some("e"),
+                error_code: Some("c"),
+                now: 1,
+            },
         ));
         v.extend(run_sql::request_cancel(d, "t", None, 1));
         v.extend(run_sql::mark_resuming(d, "t", 1));
         v.extend(run_sql::delete_by_session(d, "s"));
-        v.extend(claim_sql::reap_stale(d, 1, 2, 10));
-        v.extend(claim_sql::fail_parked_with_expired_checkpoint(d, 1, 10));
-        v.extend(claim_sql::reap_parked_older_than(d, 1, 2, 10));
+        v.extend(claim_sql::reap_stale(d, &tick, 1));
+        v.extend(claim_sql::fail_parked_with_expired_checkpoint(d, &tick));
+        v.extend(claim_sql::reap_parked_older_than(d, &tick, 1));
+        v.extend(claim_sql::sweep_claims(d, "tick"));
         v.extend(event_sql::append(d, "t", 1, &events, 1));
         v.push(event_sql::events_after(d, "t", 0, 10));
+        v.push(event_sql::select_last_seq(d, "t"));
         v.push(claim_sql::insert_checkpoint(
-            d, "c", "s", "t", None, "human", 1, 1,
+            d,
+            &claim_sql::NewCheckpoint {
+                checkpoint_id: "c",
+                session_id: "s",
+                task_id: "t",
+                owner: None,
+                gate_kind: "human",
+                expires_at: 1,
+                now: 1,
+            },
         ));
-        v.push(run_sql::park(d, "t", "suspended", 1));
+        v.push(run_sql::park(
+            d,
+            "t",
+            crate::status::ParkStatus::Suspended,
+            1,
+        ));
+        v.push(run_sql::select_run(d, "t"));
+        v.push(run_sql::select_cancel_requested(d, "t", Some("o")));
+        v.push(run_sql::release_claim_of(d, "t"));
         v.push(run_sql::select_idempotency(d, "k"));
         v.push(run_sql::select_session(d, "s"));
         v.push(run_sql::select_claim_holder(d, "s"));
         v.push(run_sql::select_claim_by_task(d, "t"));
+        v.push(runner_sql::lease_candidates(d, 5));
+        v.extend(runner_sql::try_lease(d, "t", "r", 1));
+        v.extend(runner_sql::heartbeat(
+            d,
+            &runner_sql::Heartbeat {
+                task_id: "t",
+                lease_epoch: 1,
+                delivery_id: "dv",
+                now: 1,
+            },
+        ));
+        v.extend(runner_sql::finish(
+            d,
+            &runner_sql::Finish {
+                task_id: "t",
+                lease_epoch: 1,
+                status: crate::status::TerminalStatus::Completed,
+                result_json: Some("{}"),
+                error: None,
+                error_code: None,
+                done_json: "{}",
+                now: 1,
+            },
+        ));
+        v.extend(runner_sql::add_steer(d, "t", "m", 1));
         for scope in [
             run_sql::ListScope::Owner(Some("o")),
             run_sql::ListScope::Owner(None),
@@ -414,9 +608,17 @@ mod placeholder_tests {
         v.push(leader_sql::insert(d, "l", Some("k"), None, "p", 1));
         v.push(leader_sql::select_by_id(d, "l"));
         v.push(leader_sql::select_by_idem(d, "k"));
-        v.push(leader_sql::finish(d, "l", "completed", None, None, 1));
-        v.push(leader_sql::reap_stale_running(d, "r", 10, 5));
+        v.push(leader_sql::finish(
+            d,
+            "l",
+            crate::leader::LeaderFinish::Completed,
+            None,
+            None,
+            1,
+        ));
+        v.extend(leader_sql::reap_stale_running(d, "tick", "r", 10, 5));
         v.push(leader_sql::backdate_started_at(d, "l", 1));
+        v.push(leader_sql::force_status(d, "l", "paused"));
         v
     }
 
@@ -425,6 +627,21 @@ mod placeholder_tests {
         for d in Dialect::ALL {
             for s in all_statements(d) {
                 s.placeholders_match(d).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn no_placeholder_hides_in_a_quoted_literal() {
+        for d in Dialect::ALL {
+            for s in all_statements(d) {
+                for lit in literals(&s.sql) {
+                    assert!(
+                        !lit.contains('?') && !lit.contains('$'),
+                        "{d:?}: placeholder mark inside '{lit}': {}",
+                        s.sql
+                    );
+                }
             }
         }
     }

@@ -5,7 +5,7 @@
 //! its claim and its idempotency binding commit together or not at all.
 
 use super::{Dialect, SqlValue, Stmt};
-use crate::status::CANCELLED_BY_USER;
+use crate::status::{ParkStatus, TerminalStatus, CANCELLED_BY_USER};
 
 /// Columns of a run as read by [`crate::run::RunRow::from_row`] (PostgreSQL renders JSONB as text).
 macro_rules! run_cols {
@@ -54,11 +54,8 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
             "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES ($1, $2, $3, $3) \
              ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at \
              WHERE session.owner IS NOT DISTINCT FROM EXCLUDED.owner",
-            (
-                "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?, ?, ?, ?) \
-                 ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
-                &[1, 2, 3, 3],
-            ),
+            "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
+             ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
             vec![r.session_id.into(), owner.clone(), r.now.into()],
         ),
         Stmt::pick(
@@ -72,13 +69,10 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
              SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar, 'running', $5::text, $6::varchar, \
              $7::jsonb, $8::bigint, $8::bigint, $8::bigint \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $2::varchar AND owner IS NOT DISTINCT FROM $3::varchar)",
-            (
-                "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-                 objective_preview, meta, heartbeat_at, created_at, updated_at) \
-                 SELECT ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ? FROM DUAL \
-                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
-                &[1, 2, 3, 4, 5, 6, 7, 8, 8, 8, 2, 3],
-            ),
+            "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+             objective_preview, meta, heartbeat_at, created_at, updated_at) \
+             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 FROM DUAL \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)",
             vec![
                 r.task_id.into(),
                 r.session_id.into(),
@@ -97,11 +91,8 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
             "INSERT INTO task_active (session_id, task_id, created_at) \
              SELECT $1::varchar, $2::varchar, $3::bigint \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $1::varchar AND owner IS NOT DISTINCT FROM $4::varchar)",
-            (
-                "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?, ?, ? FROM DUAL \
-                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
-                &[1, 2, 3, 1, 4],
-            ),
+            "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 FROM DUAL \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner <=> ?4)",
             vec![r.session_id.into(), r.task_id.into(), r.now.into(), owner.clone()],
         ),
     ];
@@ -115,12 +106,9 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
              response_body, created_at) SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar, \
              $5::smallint, $6::text, $7::bigint \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $8::varchar AND owner IS NOT DISTINCT FROM $2::varchar)",
-            (
-                "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
-                 response_body, created_at) SELECT ?, ?, ?, ?, ?, ?, ? FROM DUAL \
-                 WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ? AND owner <=> ?)",
-                &[1, 2, 3, 4, 5, 6, 7, 8, 2],
-            ),
+            "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
+             response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 FROM DUAL \
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner <=> ?2)",
             vec![
                 key.into(),
                 owner,
@@ -138,28 +126,18 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
 
 /// The binding of a scoped idempotency key: `fingerprint, task_id, response_status, response_body`.
 pub fn select_idempotency(d: Dialect, scoped_key: &str) -> Stmt {
-    Stmt::pick(
-        d,
-        "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = ?1",
-        "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = $1",
-        (
-            "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = ?",
-            &[1],
-        ),
+    Stmt::portable(
+            d,
+            "SELECT fingerprint, task_id, response_status, response_body FROM idempotency_key WHERE scoped_key = ?1",
         vec![scoped_key.into()],
     )
 }
 
 /// The session's owner: `owner` (one row, or none when the session does not exist).
 pub fn select_session(d: Dialect, session_id: &str) -> Stmt {
-    Stmt::pick(
+    Stmt::portable(
         d,
         "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = ?1",
-        "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = $1",
-        (
-            "SELECT session_id, owner, created_at, updated_at FROM session WHERE session_id = ?",
-            &[1],
-        ),
         vec![session_id.into()],
     )
 }
@@ -167,20 +145,11 @@ pub fn select_session(d: Dialect, session_id: &str) -> Stmt {
 /// The claim holder of a session with its row's status and owner (NULL status: no row) and the
 /// session's owner.
 pub fn select_claim_holder(d: Dialect, session_id: &str) -> Stmt {
-    Stmt::pick(
-        d,
-        "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
+    Stmt::portable(
+            d,
+            "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
          FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
          LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = ?1",
-        "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
-         FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
-         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = $1",
-        (
-            "SELECT ta.task_id AS task_id, tr.status AS status, tr.owner AS owner, s.owner AS session_owner \
-             FROM task_active ta LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
-             LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.session_id = ?",
-            &[1],
-        ),
         vec![session_id.into()],
     )
 }
@@ -188,17 +157,10 @@ pub fn select_claim_holder(d: Dialect, session_id: &str) -> Stmt {
 /// The session a claim naming `task_id` belongs to, with the session's owner (for cancels of a run
 /// whose row is gone).
 pub fn select_claim_by_task(d: Dialect, task_id: &str) -> Stmt {
-    Stmt::pick(
+    Stmt::portable(
         d,
         "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
          LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = ?1",
-        "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
-         LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = $1",
-        (
-            "SELECT ta.session_id AS session_id, s.owner AS owner FROM task_active ta \
-             LEFT JOIN session s ON s.session_id = ta.session_id WHERE ta.task_id = ?",
-            &[1],
-        ),
         vec![task_id.into()],
     )
 }
@@ -217,13 +179,10 @@ pub fn select_run(d: Dialect, task_id: &str) -> Stmt {
             run_cols!(postgres),
             " FROM task_run WHERE task_id = $1"
         ),
-        (
-            concat!(
-                "SELECT ",
-                run_cols!(mysql),
-                " FROM task_run WHERE task_id = ?"
-            ),
-            &[1],
+        concat!(
+            "SELECT ",
+            run_cols!(mysql),
+            " FROM task_run WHERE task_id = ?1"
         ),
         vec![task_id.into()],
     )
@@ -232,17 +191,10 @@ pub fn select_run(d: Dialect, task_id: &str) -> Stmt {
 /// Releases `task_id`'s claim if, and only if, its row is terminal or missing (positive proof that
 /// nothing can drive it); a live holder's claim is never touched, and no other task's claim is.
 pub fn release_claim_of(d: Dialect, task_id: &str) -> Stmt {
-    Stmt::pick(
+    Stmt::portable(
         d,
         "DELETE FROM task_active WHERE task_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run \
          WHERE task_run.task_id = ?1 AND status IN ('running','suspended','needs_review'))",
-        "DELETE FROM task_active WHERE task_id = $1 AND NOT EXISTS (SELECT 1 FROM task_run \
-         WHERE task_run.task_id = $1 AND status IN ('running','suspended','needs_review'))",
-        (
-            "DELETE FROM task_active WHERE task_id = ? AND NOT EXISTS (SELECT 1 FROM task_run \
-             WHERE task_run.task_id = ? AND status IN ('running','suspended','needs_review'))",
-            &[1, 1],
-        ),
         vec![task_id.into()],
     )
 }
@@ -262,33 +214,17 @@ pub const CANCEL_READ: usize = 3;
 /// 4. the row is read back.
 pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
     vec![
-        Stmt::pick(
+        Stmt::portable(
             d,
             "UPDATE task_run SET status = 'cancelled', error = ?3, cancel_requested = 1, \
              held_by = NULL, updated_at = ?2 WHERE task_id = ?1 AND (status IN ('suspended','needs_review') \
              OR (status = 'running' AND held_by IS NULL))",
-            "UPDATE task_run SET status = 'cancelled', error = $3, cancel_requested = 1, \
-             held_by = NULL, updated_at = $2 WHERE task_id = $1 AND (status IN ('suspended','needs_review') \
-             OR (status = 'running' AND held_by IS NULL))",
-            (
-                "UPDATE task_run SET status = 'cancelled', error = ?, cancel_requested = 1, \
-                 held_by = NULL, updated_at = ? WHERE task_id = ? AND (status IN ('suspended','needs_review') \
-                 OR (status = 'running' AND held_by IS NULL))",
-                &[3, 2, 1],
-            ),
             vec![task_id.into(), now.into(), CANCELLED_BY_USER.into()],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
             "UPDATE task_run SET cancel_requested = 1, updated_at = ?2 \
              WHERE task_id = ?1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
-            "UPDATE task_run SET cancel_requested = 1, updated_at = $2 \
-             WHERE task_id = $1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
-            (
-                "UPDATE task_run SET cancel_requested = 1, updated_at = ? \
-                 WHERE task_id = ? AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
-                &[2, 1],
-            ),
             vec![task_id.into(), now.into()],
         ),
         release_claim_of(d, task_id),
@@ -296,17 +232,21 @@ pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
     ]
 }
 
+/// A terminal write that is not a runner's finish (the control plane settling a run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terminal<'a> {
+    pub task_id: &'a str,
+    pub status: TerminalStatus,
+    /// JSON text.
+    pub result_json: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub error_code: Option<&'a str>,
+    pub now: i64,
+}
+
 /// Write-once terminal write, then release of this task's claim (never another task's), one batch.
 /// The first statement changes 1 row exactly when the run was non-terminal.
-pub fn set_terminal(
-    d: Dialect,
-    task_id: &str,
-    status: &str,
-    result_json: Option<&str>,
-    error: Option<&str>,
-    error_code: Option<&str>,
-    now: i64,
-) -> Vec<Stmt> {
+pub fn set_terminal(d: Dialect, t: &Terminal<'_>) -> Vec<Stmt> {
     vec![
         Stmt::pick(
             d,
@@ -314,21 +254,18 @@ pub fn set_terminal(
              updated_at = ?6 WHERE task_id = ?1 AND status IN ('running','suspended','needs_review')",
             "UPDATE task_run SET status = $2, result = $3::jsonb, error = $4, error_code = $5, held_by = NULL, \
              updated_at = $6 WHERE task_id = $1 AND status IN ('running','suspended','needs_review')",
-            (
-                "UPDATE task_run SET status = ?, result = ?, error = ?, error_code = ?, \
-                 held_by = NULL, updated_at = ? WHERE task_id = ? AND status IN ('running','suspended','needs_review')",
-                &[2, 3, 4, 5, 6, 1],
-            ),
+            "UPDATE task_run SET status = ?2, result = ?3, error = ?4, error_code = ?5, held_by = NULL, \
+             updated_at = ?6 WHERE task_id = ?1 AND status IN ('running','suspended','needs_review')",
             vec![
-                task_id.into(),
-                status.into(),
-                result_json.into(),
-                error.into(),
-                error_code.into(),
-                now.into(),
+                t.task_id.into(),
+                t.status.as_str().into(),
+                t.result_json.into(),
+                t.error.into(),
+                t.error_code.into(),
+                t.now.into(),
             ],
         ),
-        release_claim_of(d, task_id),
+        release_claim_of(d, t.task_id),
     ]
 }
 
@@ -342,11 +279,8 @@ pub fn request_cancel(d: Dialect, task_id: &str, owner: Option<&str>, now: i64) 
              AND status IN ('running','suspended','needs_review')",
             "UPDATE task_run SET cancel_requested = 1, updated_at = $3 WHERE task_id = $1 \
              AND owner IS NOT DISTINCT FROM $2 AND status IN ('running','suspended','needs_review')",
-            (
-                "UPDATE task_run SET cancel_requested = 1, updated_at = ? WHERE task_id = ? AND owner <=> ? \
-                 AND status IN ('running','suspended','needs_review')",
-                &[3, 1, 2],
-            ),
+            "UPDATE task_run SET cancel_requested = 1, updated_at = ?3 WHERE task_id = ?1 AND owner <=> ?2 \
+             AND status IN ('running','suspended','needs_review')",
             vec![task_id.into(), owner.into(), now.into()],
         ),
         select_cancel_requested(d, task_id, owner),
@@ -359,10 +293,7 @@ pub fn select_cancel_requested(d: Dialect, task_id: &str, owner: Option<&str>) -
         d,
         "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND owner IS ?2",
         "SELECT cancel_requested FROM task_run WHERE task_id = $1 AND owner IS NOT DISTINCT FROM $2",
-        (
-            "SELECT cancel_requested FROM task_run WHERE task_id = ? AND owner <=> ?",
-            &[1, 2],
-        ),
+        "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND owner <=> ?2",
         vec![task_id.into(), owner.into()],
     )
 }
@@ -371,80 +302,40 @@ pub fn select_cancel_requested(d: Dialect, task_id: &str, owner: Option<&str>) -
 /// writer of the previous leg), then reads the epoch back.
 pub fn mark_resuming(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
     vec![
-        Stmt::pick(
+        Stmt::portable(
             d,
             "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
              heartbeat_at = ?2, updated_at = ?2 WHERE task_id = ?1 AND status IN ('suspended','needs_review')",
-            "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
-             heartbeat_at = $2, updated_at = $2 WHERE task_id = $1 AND status IN ('suspended','needs_review')",
-            (
-                "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
-                 heartbeat_at = ?, updated_at = ? WHERE task_id = ? AND status IN ('suspended','needs_review')",
-                &[2, 2, 1],
-            ),
             vec![task_id.into(), now.into()],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
             "SELECT lease_epoch FROM task_run WHERE task_id = ?1",
-            "SELECT lease_epoch FROM task_run WHERE task_id = $1",
-            ("SELECT lease_epoch FROM task_run WHERE task_id = ?", &[1]),
             vec![task_id.into()],
         ),
     ]
 }
 
-/// Parks a running run on a gate (test and runner support): running → `status` (a parked word).
-pub fn park(d: Dialect, task_id: &str, status: &str, now: i64) -> Stmt {
-    Stmt::pick(
-        d,
-        "UPDATE task_run SET status = ?2, held_by = NULL, updated_at = ?3 WHERE task_id = ?1 AND status = 'running'",
-        "UPDATE task_run SET status = $2, held_by = NULL, updated_at = $3 WHERE task_id = $1 AND status = 'running'",
-        (
-            "UPDATE task_run SET status = ?, held_by = NULL, updated_at = ? WHERE task_id = ? AND status = 'running'",
-            &[2, 3, 1],
-        ),
-        vec![task_id.into(), status.into(), now.into()],
+/// Parks a running run on a gate (test and runner support): running → `status`.
+pub fn park(d: Dialect, task_id: &str, status: ParkStatus, now: i64) -> Stmt {
+    Stmt::portable(
+            d,
+            "UPDATE task_run SET status = ?2, held_by = NULL, updated_at = ?3 WHERE task_id = ?1 AND status = 'running'",
+        vec![task_id.into(), status.as_str().into(), now.into()],
     )
 }
 
 /// Removes a session entirely: its runs' events and steer messages, its checkpoints, its claim, its
 /// runs and the session row, in one batch (no orphan claim can remain).
 pub fn delete_by_session(d: Dialect, session_id: &str) -> Vec<Stmt> {
-    let p = |sqlite: &'static str, postgres: &'static str, mysql: &'static str| {
-        Stmt::pick(d, sqlite, postgres, (mysql, &[1]), vec![session_id.into()])
-    };
+    let p = |sql: &'static str| Stmt::portable(d, sql, vec![session_id.into()]);
     vec![
-        p(
-            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)",
-            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = $1)",
-            "DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?)",
-        ),
-        p(
-            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)",
-            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = $1)",
-            "DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?)",
-        ),
-        p(
-            "DELETE FROM checkpoint WHERE session_id = ?1",
-            "DELETE FROM checkpoint WHERE session_id = $1",
-            "DELETE FROM checkpoint WHERE session_id = ?",
-        ),
-        p(
-            "DELETE FROM task_active WHERE session_id = ?1",
-            "DELETE FROM task_active WHERE session_id = $1",
-            "DELETE FROM task_active WHERE session_id = ?",
-        ),
-        p(
-            "DELETE FROM task_run WHERE session_id = ?1",
-            "DELETE FROM task_run WHERE session_id = $1",
-            "DELETE FROM task_run WHERE session_id = ?",
-        ),
-        p(
-            "DELETE FROM session WHERE session_id = ?1",
-            "DELETE FROM session WHERE session_id = $1",
-            "DELETE FROM session WHERE session_id = ?",
-        ),
+        p("DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)"),
+        p("DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)"),
+        p("DELETE FROM checkpoint WHERE session_id = ?1"),
+        p("DELETE FROM task_active WHERE session_id = ?1"),
+        p("DELETE FROM task_run WHERE session_id = ?1"),
+        p("DELETE FROM session WHERE session_id = ?1"),
     ]
 }
 

@@ -2,45 +2,38 @@
 //! finish, and steer queueing.
 //!
 //! Every write by a lease holder is fenced: `lease_epoch = ?` and `status = 'running'` sit in the WHERE
-//! clause of each statement of its batch, so a stale epoch changes nothing at all.
+//! clause of each statement of its batch, so a stale epoch changes nothing at all. Batches that derive
+//! a sequence number from the run row (finish, steer) first write that row, which in PostgreSQL and
+//! MySQL row-locks it for the rest of the transaction, so concurrent batches of the same run
+//! serialise instead of colliding on a key (SQLite / D1 batches are serialised anyway).
 
 use super::{Dialect, Stmt};
+use crate::status::TerminalStatus;
 
-/// The oldest `running` runs no runner holds (lease candidates), oldest first.
+/// The oldest `running` runs no runner holds (lease candidates), oldest first. Served by
+/// `idx_task_run_lease (status, held_by, created_at, task_id)`: no sort, no scan of held runs.
 pub fn lease_candidates(d: Dialect, limit: i64) -> Stmt {
-    Stmt::pick(
+    Stmt::portable(
         d,
         "SELECT task_id FROM task_run WHERE status = 'running' AND held_by IS NULL \
          ORDER BY created_at, task_id LIMIT ?1",
-        "SELECT task_id FROM task_run WHERE status = 'running' AND held_by IS NULL \
-         ORDER BY created_at, task_id LIMIT $1",
-        (
-            "SELECT task_id FROM task_run WHERE status = 'running' AND held_by IS NULL \
-             ORDER BY created_at, task_id LIMIT ?",
-            &[1],
-        ),
         vec![limit.into()],
     )
 }
 
 /// Index of the compare-and-set in [`try_lease`]'s batch: 1 row changed = this runner won the lease.
 pub const LEASE_CAS: usize = 0;
+/// Index of the read-back in [`try_lease`]'s batch (a row only if this runner holds the lease).
+pub const LEASE_READ: usize = 1;
 
 /// Compare-and-set: an unheld running run becomes held by `runner_id` under a new epoch; then the
 /// lease is read back (only if this runner holds it).
 pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<Stmt> {
     vec![
-        Stmt::pick(
+        Stmt::portable(
             d,
-            "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, heartbeat_at = ?3, updated_at = ?3 \
-             WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
-            "UPDATE task_run SET held_by = $2, lease_epoch = lease_epoch + 1, heartbeat_at = $3, updated_at = $3 \
-             WHERE task_id = $1 AND status = 'running' AND held_by IS NULL",
-            (
-                "UPDATE task_run SET held_by = ?, lease_epoch = lease_epoch + 1, heartbeat_at = ?, updated_at = ? \
-                 WHERE task_id = ? AND status = 'running' AND held_by IS NULL",
-                &[2, 3, 3, 1],
-            ),
+            "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, heartbeat_at = ?3, \
+             updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
             vec![task_id.into(), runner_id.into(), now.into()],
         ),
         Stmt::pick(
@@ -49,148 +42,151 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
              WHERE task_id = ?1 AND held_by = ?2",
             "SELECT task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq FROM task_run \
              WHERE task_id = $1 AND held_by = $2",
-            (
-                "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq \
-                 FROM task_run WHERE task_id = ? AND held_by = ?",
-                &[1, 2],
-            ),
+            "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq \
+             FROM task_run WHERE task_id = ?1 AND held_by = ?2",
             vec![task_id.into(), runner_id.into()],
         ),
     ]
 }
 
-/// Index of the fenced liveness refresh in [`heartbeat`]'s batch.
-pub const HEARTBEAT_FENCE: usize = 0;
+/// What a heartbeat carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat<'a> {
+    pub task_id: &'a str,
+    pub lease_epoch: i64,
+    /// Fresh per heartbeat: names the steer messages this heartbeat takes.
+    pub delivery_id: &'a str,
+    pub now: i64,
+}
+
+/// Index of the fenced read in [`heartbeat`]'s batch: a row exactly when the lease is still held
+/// (decided from a read, not a change count: a heartbeat in the same millisecond as the previous one
+/// changes no value, which MySQL reports as 0 affected rows).
+pub const HEARTBEAT_READ: usize = 2;
+/// Index of the delivered steer messages in [`heartbeat`]'s batch.
+pub const HEARTBEAT_STEER: usize = 3;
 
 /// A heartbeat: refresh liveness under the fence, mark the undelivered steer messages as taken by
-/// this heartbeat (`delivery_id`), and read back the cancel flag and exactly those messages.
-pub fn heartbeat(
-    d: Dialect,
-    task_id: &str,
-    lease_epoch: i64,
-    delivery_id: &str,
-    now: i64,
-) -> Vec<Stmt> {
+/// this heartbeat (`delivery_id`), and read back the fenced cancel flag and exactly those messages.
+pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
     vec![
-        Stmt::pick(
+        Stmt::portable(
             d,
             "UPDATE task_run SET heartbeat_at = ?3 WHERE task_id = ?1 AND lease_epoch = ?2 \
              AND status = 'running' AND held_by IS NOT NULL",
-            "UPDATE task_run SET heartbeat_at = $3 WHERE task_id = $1 AND lease_epoch = $2 \
-             AND status = 'running' AND held_by IS NOT NULL",
-            (
-                "UPDATE task_run SET heartbeat_at = ? WHERE task_id = ? AND lease_epoch = ? \
-                 AND status = 'running' AND held_by IS NOT NULL",
-                &[3, 1, 2],
-            ),
-            vec![task_id.into(), lease_epoch.into(), now.into()],
+            vec![h.task_id.into(), h.lease_epoch.into(), h.now.into()],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
             "UPDATE steer_message SET delivered_at = ?3, delivery_id = ?4 WHERE task_id = ?1 \
              AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
              AND lease_epoch = ?2 AND status = 'running' AND held_by IS NOT NULL)",
-            "UPDATE steer_message SET delivered_at = $3, delivery_id = $4 WHERE task_id = $1 \
-             AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = $1 \
-             AND lease_epoch = $2 AND status = 'running' AND held_by IS NOT NULL)",
-            (
-                "UPDATE steer_message SET delivered_at = ?, delivery_id = ? WHERE task_id = ? \
-                 AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ? \
-                 AND lease_epoch = ? AND status = 'running' AND held_by IS NOT NULL)",
-                &[3, 4, 1, 1, 2],
-            ),
-            vec![task_id.into(), lease_epoch.into(), now.into(), delivery_id.into()],
+            vec![
+                h.task_id.into(),
+                h.lease_epoch.into(),
+                h.now.into(),
+                h.delivery_id.into(),
+            ],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
-            "SELECT cancel_requested FROM task_run WHERE task_id = ?1",
-            "SELECT cancel_requested FROM task_run WHERE task_id = $1",
-            ("SELECT cancel_requested FROM task_run WHERE task_id = ?", &[1]),
-            vec![task_id.into()],
+            "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND lease_epoch = ?2 \
+             AND status = 'running' AND held_by IS NOT NULL",
+            vec![h.task_id.into(), h.lease_epoch.into()],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
             "SELECT seq, message FROM steer_message WHERE task_id = ?1 AND delivery_id = ?2 ORDER BY seq",
-            "SELECT seq, message FROM steer_message WHERE task_id = $1 AND delivery_id = $2 ORDER BY seq",
-            (
-                "SELECT seq, message FROM steer_message WHERE task_id = ? AND delivery_id = ? ORDER BY seq",
-                &[1, 2],
-            ),
-            vec![task_id.into(), delivery_id.into()],
+            vec![h.task_id.into(), h.delivery_id.into()],
         ),
     ]
 }
 
-/// Index of the fenced terminal write in [`finish`]'s batch.
-pub const FINISH_WRITE: usize = 1;
+/// A runner's finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish<'a> {
+    pub task_id: &'a str,
+    pub lease_epoch: i64,
+    pub status: TerminalStatus,
+    /// JSON text.
+    pub result_json: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub error_code: Option<&'a str>,
+    /// The `done` event's data, JSON text.
+    pub done_json: &'a str,
+    pub now: i64,
+}
 
-/// The runner's finish, one fenced batch: append the `done` event at `last_seq + 1`, write the
-/// terminal status (write-once: only from `running` under this epoch) advancing `last_seq`, release
-/// this task's claim, and read the counter back. Both writes test the same pre-update fence.
-#[allow(clippy::too_many_arguments)]
-pub fn finish(
-    d: Dialect,
-    task_id: &str,
-    lease_epoch: i64,
-    status: &str,
-    result_json: Option<&str>,
-    error: Option<&str>,
-    error_code: Option<&str>,
-    done_json: &str,
-    now: i64,
-) -> Vec<Stmt> {
+/// Index of the fence in [`finish`]'s batch: advances `last_seq` by one (the `done` event's seq) and
+/// locks the row; 0 rows = lease lost, and then no statement of the batch writes anything.
+pub const FINISH_FENCE: usize = 0;
+/// Index of the terminal write in [`finish`]'s batch.
+pub const FINISH_WRITE: usize = 2;
+
+/// The runner's finish, one fenced batch: advance `last_seq` (locking the row), append the `done`
+/// event at the advanced `last_seq`, write the terminal status (write-once: only from `running`
+/// under this epoch), release this task's claim, and read the counter back.
+pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
     vec![
+        Stmt::portable(
+            d,
+            "UPDATE task_run SET last_seq = last_seq + 1, updated_at = ?3 \
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+            vec![f.task_id.into(), f.lease_epoch.into(), f.now.into()],
+        ),
         Stmt::pick(
             d,
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
-             SELECT ?1, last_seq + 1, 'done', ?3, NULL, ?4 FROM task_run \
+             SELECT ?1, last_seq, 'done', ?3, NULL, ?4 FROM task_run \
              WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
-             SELECT $1::varchar, last_seq + 1, 'done', $3::jsonb, NULL, $4::bigint FROM task_run \
+             SELECT $1::varchar, last_seq, 'done', $3::jsonb, NULL, $4::bigint FROM task_run \
              WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND status = 'running'",
-            (
-                "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
-                 SELECT ?, last_seq + 1, 'done', ?, NULL, ? FROM task_run \
-                 WHERE task_id = ? AND lease_epoch = ? AND status = 'running'",
-                &[1, 3, 4, 1, 2],
-            ),
-            vec![task_id.into(), lease_epoch.into(), done_json.into(), now.into()],
+            "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+             SELECT ?1, last_seq, 'done', ?3, NULL, ?4 FROM task_run \
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+            vec![
+                f.task_id.into(),
+                f.lease_epoch.into(),
+                f.done_json.into(),
+                f.now.into(),
+            ],
         ),
         Stmt::pick(
             d,
             "UPDATE task_run SET status = ?3, result = ?4, error = ?5, error_code = ?6, held_by = NULL, \
-             last_seq = last_seq + 1, updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
             "UPDATE task_run SET status = $3, result = $4::jsonb, error = $5, error_code = $6, held_by = NULL, \
-             last_seq = last_seq + 1, updated_at = $7 WHERE task_id = $1 AND lease_epoch = $2 AND status = 'running'",
-            (
-                "UPDATE task_run SET status = ?, result = ?, error = ?, error_code = ?, held_by = NULL, \
-                 last_seq = last_seq + 1, updated_at = ? WHERE task_id = ? AND lease_epoch = ? AND status = 'running'",
-                &[3, 4, 5, 6, 7, 1, 2],
-            ),
+             updated_at = $7 WHERE task_id = $1 AND lease_epoch = $2 AND status = 'running'",
+            "UPDATE task_run SET status = ?3, result = ?4, error = ?5, error_code = ?6, held_by = NULL, \
+             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
             vec![
-                task_id.into(),
-                lease_epoch.into(),
-                status.into(),
-                result_json.into(),
-                error.into(),
-                error_code.into(),
-                now.into(),
+                f.task_id.into(),
+                f.lease_epoch.into(),
+                f.status.as_str().into(),
+                f.result_json.into(),
+                f.error.into(),
+                f.error_code.into(),
+                f.now.into(),
             ],
         ),
-        super::run_sql::release_claim_of(d, task_id),
-        Stmt::pick(
-            d,
-            "SELECT last_seq FROM task_run WHERE task_id = ?1",
-            "SELECT last_seq FROM task_run WHERE task_id = $1",
-            ("SELECT last_seq FROM task_run WHERE task_id = ?", &[1]),
-            vec![task_id.into()],
-        ),
+        super::run_sql::release_claim_of(d, f.task_id),
+        super::event_sql::select_last_seq(d, f.task_id),
     ]
 }
 
-/// Queues a steer message for a running run (seq = previous + 1); 0 rows when the run is not running.
+/// Index of the insert in [`add_steer`]'s batch: 1 row = queued, 0 = the run is not running.
+pub const STEER_INSERT: usize = 1;
+
+/// Queues a steer message for a running run (seq = previous + 1): lock the run row (a no-op write,
+/// so concurrent steers of one run serialise in PostgreSQL and MySQL), insert, read the seq back.
 pub fn add_steer(d: Dialect, task_id: &str, message: &str, now: i64) -> Vec<Stmt> {
     vec![
+        Stmt::portable(
+            d,
+            "UPDATE task_run SET updated_at = updated_at WHERE task_id = ?1 AND status = 'running'",
+            vec![task_id.into()],
+        ),
         Stmt::pick(
             d,
             "INSERT INTO steer_message (task_id, seq, message, created_at) \
@@ -200,19 +196,14 @@ pub fn add_steer(d: Dialect, task_id: &str, message: &str, now: i64) -> Vec<Stmt
              SELECT $1::varchar, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = $1::varchar), 0) + 1, \
              $2::text, $3::bigint \
              WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = $1::varchar AND status = 'running')",
-            (
-                "INSERT INTO steer_message (task_id, seq, message, created_at) \
-                 SELECT ?, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = ?), 0) + 1, ?, ? FROM DUAL \
-                 WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ? AND status = 'running')",
-                &[1, 1, 2, 3, 1],
-            ),
+            "INSERT INTO steer_message (task_id, seq, message, created_at) \
+             SELECT ?1, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = ?1), 0) + 1, ?2, ?3 \
+             FROM DUAL WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ?1 AND status = 'running')",
             vec![task_id.into(), message.into(), now.into()],
         ),
-        Stmt::pick(
+        Stmt::portable(
             d,
             "SELECT MAX(seq) AS seq FROM steer_message WHERE task_id = ?1",
-            "SELECT MAX(seq) AS seq FROM steer_message WHERE task_id = $1",
-            ("SELECT MAX(seq) AS seq FROM steer_message WHERE task_id = ?", &[1]),
             vec![task_id.into()],
         ),
     ]

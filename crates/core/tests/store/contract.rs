@@ -3,9 +3,12 @@
 use crate::every_dialect;
 use crate::harness::{unique, Fixture};
 use sema_core::{
-    leader,
-    sql::{event_sql::NewEvent, run_sql::ListScope, run_sql::NewRun},
-    store::{Appended, CreateRun, LeaderRunStore, RunStore},
+    leader::{self, LeaderFinish},
+    sql::DbError,
+    store::{
+        prelude::*, Appended, CreateRun, Finish, Heartbeat, ListScope, NewCheckpoint, NewEvent,
+        NewRun, ParkStatus, ReapReport, SessionTask, StoreError, Terminal, TerminalStatus, Tick,
+    },
 };
 
 const NOW: i64 = 1_700_000_000_000;
@@ -24,8 +27,106 @@ fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64
     }
 }
 
+fn terminal(task: &str, status: TerminalStatus, now: i64) -> Terminal<'_> {
+    Terminal {
+        task_id: task,
+        status,
+        result_json: None,
+        error: None,
+        error_code: None,
+        now,
+    }
+}
+
+fn checkpoint<'a>(
+    id: &'a str,
+    session: &'a str,
+    task: &'a str,
+    gate_kind: &'a str,
+    expires_at: i64,
+    now: i64,
+) -> NewCheckpoint<'a> {
+    NewCheckpoint {
+        checkpoint_id: id,
+        session_id: session,
+        task_id: task,
+        owner: None,
+        gate_kind,
+        expires_at,
+        now,
+    }
+}
+
+/// `(session, task)` pairs, as a reaper reports them (sorted).
+fn pairs(list: &[(&str, &str)]) -> Vec<SessionTask> {
+    let mut v: Vec<_> = list.iter().map(|(s, t)| SessionTask::new(*s, *t)).collect();
+    v.sort();
+    v
+}
+
+/// Reaper ticks, each with a fresh tick id.
+async fn reap_stale<S: ReaperStore>(
+    s: &S,
+    cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.reap_stale(
+        &Tick {
+            id: &id,
+            now,
+            limit,
+        },
+        cutoff,
+    )
+    .await
+}
+
+async fn fail_parked<S: ReaperStore>(
+    s: &S,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.fail_parked_with_expired_checkpoint(&Tick {
+        id: &id,
+        now,
+        limit,
+    })
+    .await
+}
+
+async fn reap_parked<S: ReaperStore>(
+    s: &S,
+    cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let id = unique("tick");
+    s.reap_parked_older_than(
+        &Tick {
+            id: &id,
+            now,
+            limit,
+        },
+        cutoff,
+    )
+    .await
+}
+
+async fn sweep<S: ReaperStore>(s: &S) -> Result<ReapReport, StoreError> {
+    s.sweep_claims(&unique("tick")).await
+}
+
 /// Admits a run and asserts it was created.
-async fn admit<S: RunStore>(store: &S, task: &str, session: &str, owner: Option<&str>, now: i64) {
+async fn admit<S: AdmissionStore>(
+    store: &S,
+    task: &str,
+    session: &str,
+    owner: Option<&str>,
+    now: i64,
+) {
     let out = store
         .create_run(&new_run(task, session, owner, now))
         .await
@@ -33,7 +134,7 @@ async fn admit<S: RunStore>(store: &S, task: &str, session: &str, owner: Option<
     assert_eq!(out, CreateRun::Created, "admitting {task} into {session}");
 }
 
-async fn status_of<S: RunStore>(store: &S, task: &str) -> String {
+async fn status_of<S: RunReadStore>(store: &S, task: &str) -> String {
     store
         .get_run(task)
         .await
@@ -42,7 +143,7 @@ async fn status_of<S: RunStore>(store: &S, task: &str) -> String {
         .status
 }
 
-async fn holder_of<S: RunStore>(store: &S, session: &str) -> Option<String> {
+async fn holder_of<S: AdmissionStore>(store: &S, session: &str) -> Option<String> {
     store
         .claim_holder(session)
         .await
@@ -128,7 +229,7 @@ async fn a_held_session_refuses_a_second_run_and_names_the_holder<F: Fixture>(fx
 async fn another_principals_session_refuses_and_writes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
-    s.set_terminal("t1", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let out = s
@@ -145,7 +246,7 @@ async fn another_principals_session_refuses_and_writes_nothing<F: Fixture>(fx: &
     assert_eq!(holder_of(&s, "s1").await, None);
     // Anonymous is a principal too: it does not match a named owner, nor a named one anonymous.
     admit(&s, "t3", "s-anon", None, NOW).await;
-    s.set_terminal("t3", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("t3", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let out = s
@@ -195,31 +296,38 @@ async fn a_key_bound_by_another_admission_is_observed_not_duplicated<F: Fixture>
 
 async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
-    for (i, first) in ["blocked", "timeout", "completed", "failed", "cancelled"]
-        .iter()
-        .enumerate()
+    for (i, first) in [
+        TerminalStatus::Blocked,
+        TerminalStatus::Timeout,
+        TerminalStatus::Completed,
+        TerminalStatus::Failed,
+        TerminalStatus::Cancelled,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let (task, session) = (format!("t{i}"), format!("s{i}"));
         admit(&s, &task, &session, None, NOW).await;
         assert!(s
-            .set_terminal(
-                &task,
-                first,
-                Some(r#"{"n":1}"#),
-                Some("e1"),
-                Some("c1"),
-                NOW + 1
-            )
+            .set_terminal(&Terminal {
+                result_json: Some(r#"{"n":1}"#),
+                error: Some("e1"),
+                error_code: Some("c1"),
+                ..terminal(&task, first, NOW + 1)
+            })
             .await
             .unwrap());
-        for second in ["completed", "failed", "running"] {
+        for second in [TerminalStatus::Completed, TerminalStatus::Failed] {
             assert!(!s
-                .set_terminal(&task, second, None, Some("e2"), None, NOW + 2)
+                .set_terminal(&Terminal {
+                    error: Some("e2"),
+                    ..terminal(&task, second, NOW + 2)
+                })
                 .await
                 .unwrap());
         }
         let run = s.get_run(&task).await.unwrap().unwrap();
-        assert_eq!(run.status, *first);
+        assert_eq!(run.status, first.as_str());
         assert_eq!(
             (run.error.as_deref(), run.error_code.as_deref()),
             (Some("e1"), Some("c1"))
@@ -236,12 +344,12 @@ async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>
 async fn a_late_terminal_write_never_releases_a_newer_runs_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.set_terminal("old", "failed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("old", TerminalStatus::Failed, NOW + 1))
         .await
         .unwrap();
     admit(&s, "new", "s1", None, NOW + 2).await;
     assert!(!s
-        .set_terminal("old", "completed", None, None, None, NOW + 3)
+        .set_terminal(&terminal("old", TerminalStatus::Completed, NOW + 3))
         .await
         .unwrap());
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("new"));
@@ -255,7 +363,7 @@ async fn set_terminal_on_an_orphan_claim_releases_it<F: Fixture>(fx: &F) {
         CreateRun::Held(_)
     ));
     assert!(!s
-        .set_terminal("ghost", "cancelled", None, None, None, NOW)
+        .set_terminal(&terminal("ghost", TerminalStatus::Cancelled, NOW))
         .await
         .unwrap());
     assert_eq!(holder_of(&s, "s1").await, None);
@@ -274,7 +382,10 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
     assert!(c.claim_released && run.cancel_requested);
 
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s.park("parked", "needs_review", NOW + 1).await.unwrap());
+    assert!(s
+        .park("parked", ParkStatus::NeedsReview, NOW + 1)
+        .await
+        .unwrap());
     let c = s.cancel("parked", NOW + 2).await.unwrap();
     assert_eq!(c.run.unwrap().status, "cancelled");
     assert!(c.claim_released);
@@ -289,7 +400,7 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
 
     // Terminal is write-once: cancelling a finished run changes nothing.
     admit(&s, "done", "s4", None, NOW).await;
-    s.set_terminal("done", "completed", None, None, None, NOW + 1)
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     let c = s.cancel("done", NOW + 2).await.unwrap();
@@ -328,7 +439,7 @@ async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixtu
         None,
         "a running run is not resumable"
     );
-    assert!(s.park("t1", "suspended", NOW + 1).await.unwrap());
+    assert!(s.park("t1", ParkStatus::Suspended, NOW + 1).await.unwrap());
     assert_eq!(s.mark_resuming("t1", NOW + 2).await.unwrap(), Some(1));
     assert_eq!(
         s.mark_resuming("t1", NOW + 3).await.unwrap(),
@@ -382,7 +493,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     let tail = s.events_after("t1", 1, 1).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A resumed run has a new epoch: the old leg is fenced out.
-    s.park("t1", "suspended", NOW).await.unwrap();
+    s.park("t1", ParkStatus::Suspended, NOW).await.unwrap();
     assert_eq!(
         s.append_events("t1", 0, &[ev("x", "{}")], NOW)
             .await
@@ -403,7 +514,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         Appended::Seqs(vec![4])
     );
     // A terminal run takes no more events.
-    s.set_terminal("t1", "completed", None, None, None, NOW)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
         .await
         .unwrap();
     assert_eq!(
@@ -422,7 +533,7 @@ async fn run_listings_page_newest_first_with_ties_broken_by_task_id<F: Fixture>(
     for (i, at) in times.iter().enumerate() {
         let task = format!("t{i}");
         admit(&s, &task, "s1", Some("alice"), *at).await;
-        s.set_terminal(&task, "completed", None, None, None, *at)
+        s.set_terminal(&terminal(&task, TerminalStatus::Completed, *at))
             .await
             .unwrap();
     }
@@ -533,20 +644,19 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
     )
     .await
     .unwrap();
-    s.set_terminal("t1", "completed", None, None, None, NOW)
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
         .await
         .unwrap();
     admit(&s, "t2", "s1", None, NOW + 1).await;
-    s.park("t2", "suspended", NOW + 2).await.unwrap();
-    s.add_checkpoint(
+    s.park("t2", ParkStatus::Suspended, NOW + 2).await.unwrap();
+    s.add_checkpoint(&checkpoint(
         &"c".repeat(64),
         "s1",
         "t2",
-        None,
         "tool_approval",
         NOW + 1000,
         NOW,
-    )
+    ))
     .await
     .unwrap();
     admit(&s, "keep", "s2", None, NOW).await;
@@ -564,22 +674,31 @@ async fn the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones<F:
     let s = fx.store();
     admit(&s, "run", "s-run", None, NOW).await;
     admit(&s, "sus", "s-sus", None, NOW).await;
-    s.park("sus", "suspended", NOW).await.unwrap();
+    s.park("sus", ParkStatus::Suspended, NOW).await.unwrap();
     admit(&s, "rev", "s-rev", None, NOW).await;
-    s.park("rev", "needs_review", NOW).await.unwrap();
+    s.park("rev", ParkStatus::NeedsReview, NOW).await.unwrap();
     admit(&s, "term", "s-term", None, NOW).await;
     // A terminal row whose claim survived (written out of band, as after a crash between steps).
     fx.raw("UPDATE task_run SET status = 'blocked' WHERE task_id = 'term'");
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s-orphan', 'no-row', 1)");
-    assert_eq!(s.sweep_claims().await.unwrap(), (1, 1));
+    let report = sweep(&s).await.unwrap();
+    assert_eq!(report.reaped, vec![]);
+    assert_eq!(
+        report.terminal_claims_released,
+        pairs(&[("s-term", "term")])
+    );
+    assert_eq!(
+        report.orphan_claims_released,
+        pairs(&[("s-orphan", "no-row")])
+    );
     assert_eq!(holder_of(&s, "s-term").await, None);
     assert_eq!(holder_of(&s, "s-orphan").await, None);
     for (session, task) in [("s-run", "run"), ("s-sus", "sus"), ("s-rev", "rev")] {
         assert_eq!(holder_of(&s, session).await.as_deref(), Some(task));
     }
     assert_eq!(
-        s.sweep_claims().await.unwrap(),
-        (0, 0),
+        sweep(&s).await.unwrap(),
+        ReapReport::default(),
         "a second sweep has nothing to do"
     );
 }
@@ -589,17 +708,15 @@ async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture
     admit(&s, "silent", "s1", None, NOW).await;
     admit(&s, "fresh", "s2", None, NOW + 50_000).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", "suspended", NOW).await.unwrap();
+    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s4', 'no-row', 1)");
-    let report = s.reap_stale(NOW + 30_000, NOW + 60_000, 100).await.unwrap();
-    assert_eq!(
-        (
-            report.reaped,
-            report.terminal_claims_released,
-            report.orphan_claims_released
-        ),
-        (1, 1, 1)
-    );
+    let report = reap_stale(&s, NOW + 30_000, NOW + 60_000, 100)
+        .await
+        .unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "silent")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "silent")]));
+    assert_eq!(report.orphan_claims_released, pairs(&[("s4", "no-row")]));
+    assert_eq!(report.counts(), (1, 1, 1));
     let run = s.get_run("silent").await.unwrap().unwrap();
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some("run stalled (instance lost?)"));
@@ -616,12 +733,18 @@ async fn reapers_are_bounded_per_tick_and_idempotent<F: Fixture>(fx: &F) {
         admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW + i).await;
     }
     let cutoff = NOW + 10;
-    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 2);
-    // The oldest two went first.
-    assert_eq!(status_of(&s, "t2").await, "running");
-    assert_eq!(s.reap_stale(cutoff, NOW + 20, 2).await.unwrap().reaped, 1);
     assert_eq!(
-        s.reap_stale(cutoff, NOW + 20, 2).await.unwrap(),
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap().reaped,
+        pairs(&[("s0", "t0"), ("s1", "t1")]),
+        "the oldest two went first"
+    );
+    assert_eq!(status_of(&s, "t2").await, "running");
+    assert_eq!(
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap().reaped,
+        pairs(&[("s2", "t2")])
+    );
+    assert_eq!(
+        reap_stale(&s, cutoff, NOW + 20, 2).await.unwrap(),
         Default::default()
     );
 }
@@ -631,36 +754,48 @@ async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fi
     let ck = |n: u8| format!("{n:0>64}");
     // expired and nothing pending: fails
     admit(&s, "exp", "s1", None, NOW).await;
-    s.park("exp", "suspended", NOW).await.unwrap();
-    s.add_checkpoint(&ck(1), "s1", "exp", None, "tool_approval", NOW + 10, NOW)
-        .await
-        .unwrap();
+    s.park("exp", ParkStatus::Suspended, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(
+        &ck(1),
+        "s1",
+        "exp",
+        "tool_approval",
+        NOW + 10,
+        NOW,
+    ))
+    .await
+    .unwrap();
     // still pending: kept
     admit(&s, "pend", "s2", None, NOW).await;
-    s.park("pend", "needs_review", NOW).await.unwrap();
-    s.add_checkpoint(&ck(2), "s2", "pend", None, "plan_review", NOW + 1_000, NOW)
-        .await
-        .unwrap();
+    s.park("pend", ParkStatus::NeedsReview, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(
+        &ck(2),
+        "s2",
+        "pend",
+        "plan_review",
+        NOW + 1_000,
+        NOW,
+    ))
+    .await
+    .unwrap();
     // an expired one and a newer pending one: kept (resumable)
     admit(&s, "both", "s3", None, NOW).await;
-    s.park("both", "suspended", NOW).await.unwrap();
-    s.add_checkpoint(&ck(3), "s3", "both", None, "human", NOW + 10, NOW)
+    s.park("both", ParkStatus::Suspended, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(&ck(3), "s3", "both", "human", NOW + 10, NOW))
         .await
         .unwrap();
-    s.add_checkpoint(&ck(4), "s3", "both", None, "human", NOW + 1_000, NOW)
+    s.add_checkpoint(&checkpoint(&ck(4), "s3", "both", "human", NOW + 1_000, NOW))
         .await
         .unwrap();
     // a running run with an expired checkpoint: not this reaper's business
     admit(&s, "run", "s4", None, NOW).await;
-    s.add_checkpoint(&ck(5), "s4", "run", None, "human", NOW + 10, NOW)
+    s.add_checkpoint(&checkpoint(&ck(5), "s4", "run", "human", NOW + 10, NOW))
         .await
         .unwrap();
 
-    let report = s
-        .fail_parked_with_expired_checkpoint(NOW + 100, 50)
-        .await
-        .unwrap();
-    assert_eq!((report.reaped, report.terminal_claims_released), (1, 1));
+    let report = fail_parked(&s, NOW + 100, 50).await.unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "exp")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "exp")]));
     let run = s.get_run("exp").await.unwrap().unwrap();
     assert_eq!(
         (run.status.as_str(), run.error_code.as_deref()),
@@ -670,27 +805,21 @@ async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fi
     assert_eq!(status_of(&s, "pend").await, "needs_review");
     assert_eq!(status_of(&s, "both").await, "suspended");
     assert_eq!(status_of(&s, "run").await, "running");
-    assert_eq!(
-        s.fail_parked_with_expired_checkpoint(NOW + 100, 50)
-            .await
-            .unwrap()
-            .reaped,
-        0
-    );
+    assert_eq!(fail_parked(&s, NOW + 100, 50).await.unwrap().reaped, vec![]);
 }
 
 async fn parked_runs_older_than_the_cutoff_fail_with_approval_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.park("old", "suspended", NOW).await.unwrap();
+    s.park("old", ParkStatus::Suspended, NOW).await.unwrap();
     admit(&s, "young", "s2", None, NOW).await;
-    s.park("young", "needs_review", NOW + 500).await.unwrap();
-    admit(&s, "running", "s3", None, NOW).await;
-    let report = s
-        .reap_parked_older_than(NOW + 100, NOW + 600, 50)
+    s.park("young", ParkStatus::NeedsReview, NOW + 500)
         .await
         .unwrap();
-    assert_eq!(report.reaped, 1);
+    admit(&s, "running", "s3", None, NOW).await;
+    let report = reap_parked(&s, NOW + 100, NOW + 600, 50).await.unwrap();
+    assert_eq!(report.reaped, pairs(&[("s1", "old")]));
+    assert_eq!(report.terminal_claims_released, pairs(&[("s1", "old")]));
     let run = s.get_run("old").await.unwrap().unwrap();
     assert_eq!(
         (run.status.as_str(), run.error_code.as_deref()),
@@ -867,23 +996,23 @@ async fn leader_finish_is_write_once<F: Fixture>(fx: &F) {
         .await
         .unwrap();
     assert!(s
-        .finish_leader_run("L1", "completed", Some(r#"{"merged":3}"#), None, NOW + 5)
+        .finish_leader_run(
+            "L1",
+            LeaderFinish::Completed,
+            Some(r#"{"merged":3}"#),
+            None,
+            NOW + 5
+        )
         .await
         .unwrap());
     assert!(!s
-        .finish_leader_run("L1", "failed", None, Some("late"), NOW + 6)
+        .finish_leader_run("L1", LeaderFinish::Failed, None, Some("late"), NOW + 6)
         .await
         .unwrap());
     let run = s.get_leader_run("L1").await.unwrap().unwrap();
     assert_eq!(run.status, "completed");
     assert_eq!(run.result, Some(serde_json::json!({"merged": 3})));
     assert_eq!((run.error, run.finished_at_ms), (None, Some(NOW + 5)));
-    assert!(
-        s.finish_leader_run("L1", "running", None, None, NOW)
-            .await
-            .is_err(),
-        "running is not a terminal word"
-    );
 }
 
 async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_key<F: Fixture>(
@@ -900,7 +1029,7 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.create_leader_run("done", "x", None, None, NOW)
         .await
         .unwrap();
-    s.finish_leader_run("done", "needs_human", None, None, NOW + 1)
+    s.finish_leader_run("done", LeaderFinish::NeedsHuman, None, None, NOW + 1)
         .await
         .unwrap();
     s.backdate_leader_run_for_test("stale", NOW - 10_000)
@@ -909,7 +1038,12 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.backdate_leader_run_for_test("done", NOW - 10_000)
         .await
         .unwrap();
-    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 1);
+    assert_eq!(
+        s.reap_stale_leader_runs(&unique("tick"), 5_000, NOW)
+            .await
+            .unwrap(),
+        ["stale"]
+    );
     let run = s.get_leader_run("stale").await.unwrap().unwrap();
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some(leader::STALE_SWEEP_REASON));
@@ -926,7 +1060,11 @@ async fn stale_leader_runs_fail_with_the_exact_sentence_and_stay_bound_to_their_
     s.backdate_leader_run_for_test("fresh", NOW - 5_000)
         .await
         .unwrap();
-    assert_eq!(s.reap_stale_leader_runs(5_000, NOW).await.unwrap(), 0);
+    assert!(s
+        .reap_stale_leader_runs(&unique("tick"), 5_000, NOW)
+        .await
+        .unwrap()
+        .is_empty());
     // The key stays bound: resubmitting returns the failed run.
     let again = s
         .create_leader_run("new", "x", None, Some(&key), NOW + 1)
@@ -986,14 +1124,14 @@ async fn every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing<F: Fixture>(
             "UPDATE task_run SET status = 'completed' WHERE task_id = '{task}'"
         ));
         let report = match *tick {
-            "stale" => s.reap_stale(NOW - 1, NOW, 10).await,
-            "expired" => s.fail_parked_with_expired_checkpoint(NOW, 10).await,
-            _ => s.reap_parked_older_than(NOW - 1, NOW, 10).await,
+            "stale" => reap_stale(&s, NOW - 1, NOW, 10).await,
+            "expired" => fail_parked(&s, NOW, 10).await,
+            _ => reap_parked(&s, NOW - 1, NOW, 10).await,
         }
         .unwrap();
         assert_eq!(
             (report.reaped, report.terminal_claims_released),
-            (0, 1),
+            (vec![], pairs(&[(&session, &task)])),
             "{tick}"
         );
         assert_eq!(holder_of(&s, &session).await, None, "{tick}");
@@ -1007,4 +1145,665 @@ async fn ids_are_case_sensitive<F: Fixture>(fx: &F) {
     assert_eq!(holder_of(&s, "Session").await.as_deref(), Some("Task"));
     assert_eq!(holder_of(&s, "session").await.as_deref(), Some("task"));
     assert!(s.get_run("TASK").await.unwrap().is_none());
+}
+
+// ---- The runner protocol: lease, heartbeat, steer, finish, and the ledger under it. ----
+
+every_dialect!(
+    two_runners_never_win_the_same_lease,
+    a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch,
+    cancelled_parked_and_finished_runs_are_never_leased,
+    a_stale_epoch_heartbeat_changes_nothing,
+    a_heartbeat_in_the_same_millisecond_keeps_the_lease,
+    heartbeats_carry_the_cancel_request,
+    steer_messages_are_delivered_once_in_order,
+    steer_is_refused_when_the_run_is_not_running,
+    concurrent_steers_of_one_run_get_distinct_seqs,
+    finish_appends_done_writes_terminal_and_releases_the_claim_once,
+    a_finish_with_a_stale_epoch_writes_nothing,
+    a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done,
+    a_duplicate_event_id_refuses_the_whole_batch,
+    overlapping_reaper_ticks_change_and_report_each_row_once,
+    overlapping_claim_sweeps_release_and_report_each_claim_once,
+    a_reaper_reports_only_what_its_own_tick_changed,
+);
+
+fn beat<'a>(task: &'a str, lease_epoch: i64, delivery_id: &'a str, now: i64) -> Heartbeat<'a> {
+    Heartbeat {
+        task_id: task,
+        lease_epoch,
+        delivery_id,
+        now,
+    }
+}
+
+fn finish<'a>(task: &'a str, lease_epoch: i64, status: TerminalStatus, now: i64) -> Finish<'a> {
+    Finish {
+        task_id: task,
+        lease_epoch,
+        status,
+        result_json: None,
+        error: None,
+        error_code: None,
+        done_json: r#"{"status":"done"}"#,
+        now,
+    }
+}
+
+fn event(
+    kind: &'static str,
+    data: &'static str,
+    event_id: Option<&'static str>,
+) -> NewEvent<'static> {
+    NewEvent {
+        kind,
+        data,
+        event_id,
+    }
+}
+
+async fn two_runners_never_win_the_same_lease<F: Fixture + Sync>(fx: &F) {
+    for round in 0..5 {
+        let task = format!("race{round}");
+        admit(&fx.store(), &task, &format!("s{round}"), None, NOW + round).await;
+        let barrier = std::sync::Barrier::new(2);
+        let won: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["runner-a", "runner-b"]
+                .iter()
+                .map(|runner| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(store.lease(runner, NOW + 10, 4)).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = won.into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        assert_eq!(won[0].task_id, task);
+        let run = fx.store().get_run(&task).await.unwrap().unwrap();
+        assert_eq!(run.lease_epoch, won[0].lease_epoch);
+    }
+}
+
+async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "young", "s2", Some("alice"), NOW + 5).await;
+    admit(&s, "old", "s1", Some("alice"), NOW).await;
+    let first = s.lease("r1", NOW + 10, 8).await.unwrap().unwrap();
+    assert_eq!(
+        (first.task_id.as_str(), first.session_id.as_str()),
+        ("old", "s1")
+    );
+    assert_eq!((first.lease_epoch, first.last_seq), (1, 0));
+    assert_eq!(first.objective, "do the thing");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&first.meta).unwrap(),
+        serde_json::json!({"k": 1})
+    );
+    let run = s.get_run("old").await.unwrap().unwrap();
+    assert_eq!(run.held_by.as_deref(), Some("r1"));
+    assert_eq!(
+        (run.heartbeat_at, run.updated_at),
+        (Some(NOW + 10), NOW + 10)
+    );
+    let second = s.lease("r2", NOW + 11, 8).await.unwrap().unwrap();
+    assert_eq!(second.task_id, "young");
+    assert_eq!(s.lease("r3", NOW + 12, 8).await.unwrap(), None);
+}
+
+async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "cancelled", "s1", None, NOW).await;
+    s.cancel("cancelled", NOW + 1).await.unwrap();
+    admit(&s, "parked", "s2", None, NOW).await;
+    assert!(s
+        .park("parked", ParkStatus::NeedsReview, NOW + 1)
+        .await
+        .unwrap());
+    admit(&s, "done", "s3", None, NOW).await;
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    assert_eq!(s.lease("r1", NOW + 2, 8).await.unwrap(), None);
+    // A resumed run is leasable again, under a newer epoch than its parked leg.
+    let resumed = s.mark_resuming("parked", NOW + 3).await.unwrap().unwrap();
+    let lease = s.lease("r1", NOW + 4, 8).await.unwrap().unwrap();
+    assert_eq!(lease.task_id, "parked");
+    assert_eq!(lease.lease_epoch, resumed + 1);
+}
+
+async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    assert_eq!(
+        s.add_steer("t1", "turn left", NOW + 2).await.unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        s.heartbeat(&beat("t1", lease.lease_epoch + 1, "d1", NOW + 3))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        s.heartbeat(&beat("t1", lease.lease_epoch - 1, "d2", NOW + 3))
+            .await
+            .unwrap(),
+        None
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(run.heartbeat_at, Some(NOW + 1), "liveness not refreshed");
+    // The message was not taken by the stale heartbeats: the lease holder gets it.
+    let got = s
+        .heartbeat(&beat("t1", lease.lease_epoch, "d3", NOW + 4))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.steer, vec![(1, "turn left".to_owned())]);
+    assert_eq!(
+        s.get_run("t1").await.unwrap().unwrap().heartbeat_at,
+        Some(NOW + 4)
+    );
+    // An unleased run (epoch matches, nobody holds it) is not heartbeat-able either.
+    admit(&s, "t2", "s2", None, NOW).await;
+    assert_eq!(
+        s.heartbeat(&beat("t2", 0, "d4", NOW + 5)).await.unwrap(),
+        None
+    );
+}
+
+async fn a_heartbeat_in_the_same_millisecond_keeps_the_lease<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    for delivery in ["d1", "d2", "d3"] {
+        let b = s
+            .heartbeat(&beat("t1", lease.lease_epoch, delivery, NOW))
+            .await
+            .unwrap();
+        assert!(
+            b.is_some(),
+            "{delivery}: an unchanged heartbeat_at is not a lost lease"
+        );
+    }
+}
+
+async fn heartbeats_carry_the_cancel_request<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let b = s
+        .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!b.cancel_requested && b.steer.is_empty());
+    let c = s.cancel("t1", NOW + 3).await.unwrap();
+    assert_eq!(
+        c.run.unwrap().status,
+        "running",
+        "a held run is only flagged"
+    );
+    let b = s
+        .heartbeat(&beat("t1", lease.lease_epoch, "d2", NOW + 4))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(b.cancel_requested);
+}
+
+async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    for (i, m) in ["one", "two", "three"].iter().enumerate() {
+        assert_eq!(
+            s.add_steer("t1", m, NOW + i as i64).await.unwrap(),
+            Some(i as i64 + 1)
+        );
+    }
+    let lease = s.lease("r1", NOW + 5, 1).await.unwrap().unwrap();
+    let e = lease.lease_epoch;
+    let b = s
+        .heartbeat(&beat("t1", e, "d1", NOW + 6))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.steer,
+        vec![
+            (1, "one".to_owned()),
+            (2, "two".to_owned()),
+            (3, "three".to_owned())
+        ]
+    );
+    let b = s
+        .heartbeat(&beat("t1", e, "d2", NOW + 7))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(b.steer.is_empty(), "delivered once");
+    assert_eq!(s.add_steer("t1", "four", NOW + 8).await.unwrap(), Some(4));
+    let b = s
+        .heartbeat(&beat("t1", e, "d3", NOW + 9))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.steer, vec![(4, "four".to_owned())]);
+    // Another run's messages are its own.
+    admit(&s, "t2", "s2", None, NOW).await;
+    assert_eq!(s.add_steer("t2", "other", NOW).await.unwrap(), Some(1));
+}
+
+async fn steer_is_refused_when_the_run_is_not_running<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "parked", "s1", None, NOW).await;
+    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    admit(&s, "done", "s2", None, NOW).await;
+    s.set_terminal(&terminal("done", TerminalStatus::Failed, NOW))
+        .await
+        .unwrap();
+    for task in ["parked", "done", "missing"] {
+        assert_eq!(
+            s.add_steer(task, "hello", NOW).await.unwrap(),
+            None,
+            "{task}"
+        );
+    }
+    assert_eq!(
+        s.get_run("parked").await.unwrap().unwrap().updated_at,
+        NOW,
+        "a refused steer writes nothing"
+    );
+}
+
+async fn concurrent_steers_of_one_run_get_distinct_seqs<F: Fixture + Sync>(fx: &F) {
+    admit(&fx.store(), "t1", "s1", None, NOW).await;
+    for round in 0..5 {
+        let barrier = std::sync::Barrier::new(2);
+        let seqs: Vec<i64> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["a", "b"]
+                .iter()
+                .map(|who| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(store.add_steer("t1", who, NOW))
+                            .unwrap()
+                            .unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut sorted = seqs.clone();
+        sorted.sort();
+        assert_eq!(sorted, [2 * round + 1, 2 * round + 2], "round {round}");
+    }
+}
+
+async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let e = lease.lease_epoch;
+    assert_eq!(
+        s.append_events(
+            "t1",
+            e,
+            &[
+                event("text_delta", r#"{"delta":"a"}"#, Some("e1")),
+                event("text_delta", r#"{"delta":"b"}"#, None),
+            ],
+            NOW + 2,
+        )
+        .await
+        .unwrap(),
+        Appended::Seqs(vec![1, 2])
+    );
+    let f = Finish {
+        result_json: Some(r#"{"answer":42}"#),
+        error: Some("partial"),
+        error_code: Some("x.partial"),
+        ..finish("t1", e, TerminalStatus::Blocked, NOW + 3)
+    };
+    assert_eq!(s.finish_run(&f).await.unwrap(), Some(3));
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(run.status, "blocked");
+    assert_eq!(run.last_seq, 3);
+    assert_eq!(run.held_by, None);
+    assert_eq!(
+        (run.error.as_deref(), run.error_code.as_deref()),
+        (Some("partial"), Some("x.partial"))
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+        serde_json::json!({"answer": 42})
+    );
+    assert_eq!(run.updated_at, NOW + 3);
+    assert_eq!(holder_of(&s, "s1").await, None);
+    let events = s.events_after("t1", 0, 10).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    let done = &events[2];
+    assert_eq!(
+        (done.kind.as_str(), done.event_id.as_deref()),
+        ("done", None)
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&done.data).unwrap(),
+        serde_json::json!({"status": "done"})
+    );
+    assert_eq!(done.created_at, NOW + 3);
+    // Once: a second finish (even with another status) changes nothing.
+    admit(&s, "t2", "s1", None, NOW + 4).await;
+    assert_eq!(
+        s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 5))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(status_of(&s, "t1").await, "blocked");
+    assert_eq!(s.events_after("t1", 0, 10).await.unwrap().len(), 3);
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t2"),
+        "a late finish never releases a newer run's claim"
+    );
+}
+
+async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    for stale in [lease.lease_epoch - 1, lease.lease_epoch + 1] {
+        assert_eq!(
+            s.finish_run(&finish("t1", stale, TerminalStatus::Completed, NOW + 2))
+                .await
+                .unwrap(),
+            None
+        );
+    }
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.last_seq, run.updated_at),
+        ("running", 0, NOW + 1)
+    );
+    assert_eq!(run.held_by.as_deref(), Some("r1"));
+    assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+    // A parked run cannot be finished by its old leg either.
+    s.park("t1", ParkStatus::Suspended, NOW + 3).await.unwrap();
+    assert_eq!(
+        s.finish_run(&finish(
+            "t1",
+            lease.lease_epoch,
+            TerminalStatus::Failed,
+            NOW + 4
+        ))
+        .await
+        .unwrap(),
+        None
+    );
+    assert_eq!(status_of(&s, "t1").await, "suspended");
+}
+
+async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F: Fixture + Sync>(
+    fx: &F,
+) {
+    for round in 0..3 {
+        let (task, session) = (format!("t{round}"), format!("s{round}"));
+        admit(&fx.store(), &task, &session, None, NOW).await;
+        let e = fx
+            .store()
+            .lease("r1", NOW, 8)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease_epoch;
+        let barrier = std::sync::Barrier::new(2);
+        std::thread::scope(|scope| {
+            let (barrier, task) = (&barrier, &task);
+            let appender = scope.spawn(move || {
+                let store = fx.store();
+                barrier.wait();
+                for _ in 0..10 {
+                    let ev = [event("x", "{}", None), event("y", "{}", None)];
+                    match pollster::block_on(store.append_events(task, e, &ev, NOW)).unwrap() {
+                        Appended::Seqs(_) => {}
+                        Appended::LeaseLost => break,
+                    }
+                }
+            });
+            let finisher = scope.spawn(move || {
+                let store = fx.store();
+                barrier.wait();
+                pollster::block_on(store.finish_run(&finish(
+                    task,
+                    e,
+                    TerminalStatus::Completed,
+                    NOW,
+                )))
+                .unwrap()
+            });
+            appender.join().unwrap();
+            assert!(finisher.join().unwrap().is_some());
+        });
+        let s = fx.store();
+        let events = s.events_after(&task, 0, 100).await.unwrap();
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as i64).collect::<Vec<_>>(),
+            "gap-free"
+        );
+        assert_eq!(events.last().unwrap().kind, "done", "done is last");
+        assert_eq!(
+            s.get_run(&task).await.unwrap().unwrap().last_seq,
+            seqs.len() as i64
+        );
+    }
+}
+
+async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    assert_eq!(
+        s.append_events("t1", e, &[event("x", "{}", Some("e1"))], NOW)
+            .await
+            .unwrap(),
+        Appended::Seqs(vec![1])
+    );
+    let duplicate = StoreError::Db(DbError::Duplicate {
+        table: "run_event".into(),
+    });
+    // Against a stored event, and within one batch.
+    for batch in [
+        vec![event("x", "{}", Some("e2")), event("x", "{}", Some("e1"))],
+        vec![event("x", "{}", Some("e3")), event("x", "{}", Some("e3"))],
+    ] {
+        assert_eq!(
+            s.append_events("t1", e, &batch, NOW).await.unwrap_err(),
+            duplicate
+        );
+    }
+    // Nothing of the refused batches was written: the counter did not advance, no event landed.
+    assert_eq!(s.get_run("t1").await.unwrap().unwrap().last_seq, 1);
+    let events = s.events_after("t1", 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    // The same event id in another run is another event.
+    admit(&s, "t2", "s2", None, NOW).await;
+    let e2 = s.lease("r2", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    assert_eq!(
+        s.append_events("t2", e2, &[event("x", "{}", Some("e1"))], NOW)
+            .await
+            .unwrap(),
+        Appended::Seqs(vec![1])
+    );
+    // And the first run carries on from 2.
+    assert_eq!(
+        s.append_events("t1", e, &[event("x", "{}", Some("e2"))], NOW)
+            .await
+            .unwrap(),
+        Appended::Seqs(vec![2])
+    );
+}
+
+/// Runs `n` ticks of `tick` concurrently, each on its own connection.
+fn concurrently<F, T>(fx: &F, n: usize, tick: impl Fn(&SqlStoreOf<F>) -> T + Sync) -> Vec<T>
+where
+    F: Fixture + Sync,
+    T: Send,
+{
+    let barrier = std::sync::Barrier::new(n);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let (barrier, tick) = (&barrier, &tick);
+                scope.spawn(move || {
+                    let store = fx.store();
+                    barrier.wait();
+                    tick(&store)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+type SqlStoreOf<F> = sema_core::store::SqlStore<<F as Fixture>::E>;
+
+async fn overlapping_reaper_ticks_change_and_report_each_row_once<F: Fixture + Sync>(fx: &F) {
+    let s = fx.store();
+    let mut expected = vec![];
+    for i in 0..7 {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW + i).await;
+        expected.push(SessionTask::new(session, task));
+    }
+    expected.sort();
+    // Rounds of three overlapping ticks (3 runs each at most) until nothing is left. A tick that
+    // finds its candidates taken by another reaps nothing; the next round picks up the rest.
+    let (mut reaped, mut released) = (vec![], vec![]);
+    for round in 0..10 {
+        let reports = concurrently(fx, 3, |store| {
+            pollster::block_on(reap_stale(store, NOW + 100, NOW + 200 + round, 3))
+        });
+        let mut idle = true;
+        for r in reports {
+            let r = r.unwrap();
+            idle &= r.is_empty();
+            reaped.extend(r.reaped);
+            released.extend(r.terminal_claims_released);
+            assert!(r.orphan_claims_released.is_empty());
+        }
+        if idle {
+            break;
+        }
+    }
+    reaped.sort();
+    released.sort();
+    assert_eq!(
+        reaped, expected,
+        "every stale run reaped and reported exactly once"
+    );
+    assert_eq!(
+        released, expected,
+        "every claim released and reported exactly once"
+    );
+    for p in &expected {
+        assert_eq!(status_of(&s, &p.task_id).await, "failed");
+        assert_eq!(holder_of(&s, &p.session_id).await, None);
+    }
+}
+
+async fn overlapping_claim_sweeps_release_and_report_each_claim_once<F: Fixture + Sync>(fx: &F) {
+    let s = fx.store();
+    let mut terminal = vec![];
+    let mut orphan = vec![];
+    for i in 0..5 {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        terminal.push(SessionTask::new(session, task));
+        fx.raw(&format!(
+            "INSERT INTO task_active (session_id, task_id, created_at) VALUES ('o{i}', 'ghost{i}', 1)"
+        ));
+        orphan.push(SessionTask::new(format!("o{i}"), format!("ghost{i}")));
+    }
+    fx.raw("UPDATE task_run SET status = 'completed'");
+    admit(&s, "live", "s-live", None, NOW).await;
+    let reports = concurrently(fx, 3, |store| pollster::block_on(sweep(store)));
+    let (mut got_terminal, mut got_orphan) = (vec![], vec![]);
+    for r in reports {
+        let r = r.unwrap();
+        assert!(r.reaped.is_empty());
+        got_terminal.extend(r.terminal_claims_released);
+        got_orphan.extend(r.orphan_claims_released);
+    }
+    got_terminal.sort();
+    got_orphan.sort();
+    terminal.sort();
+    orphan.sort();
+    assert_eq!(
+        got_terminal, terminal,
+        "each terminal claim reported exactly once"
+    );
+    assert_eq!(
+        got_orphan, orphan,
+        "each orphan claim reported exactly once"
+    );
+    assert_eq!(holder_of(&s, "s-live").await.as_deref(), Some("live"));
+    assert!(sweep(&s).await.unwrap().is_empty());
+}
+
+async fn a_reaper_reports_only_what_its_own_tick_changed<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "a", "sa", None, NOW).await;
+    admit(&s, "b", "sb", None, NOW + 1).await;
+    // Same `now`, two ticks: the second reports only its own run, not the first tick's.
+    let first = reap_stale(&s, NOW + 10, NOW + 20, 1).await.unwrap();
+    assert_eq!(first.reaped, pairs(&[("sa", "a")]));
+    let second = reap_stale(&s, NOW + 10, NOW + 20, 1).await.unwrap();
+    assert_eq!(second.reaped, pairs(&[("sb", "b")]));
+    assert_eq!(second.terminal_claims_released, pairs(&[("sb", "b")]));
+    // Parked runs: the expiry and timeout reapers report theirs the same way.
+    admit(&s, "p", "sp", None, NOW).await;
+    s.park("p", ParkStatus::Suspended, NOW).await.unwrap();
+    s.add_checkpoint(&checkpoint(
+        &"e".repeat(64),
+        "sp",
+        "p",
+        "human",
+        NOW + 5,
+        NOW,
+    ))
+    .await
+    .unwrap();
+    admit(&s, "q", "sq", None, NOW).await;
+    s.park("q", ParkStatus::NeedsReview, NOW).await.unwrap();
+    let expired = fail_parked(&s, NOW + 20, 10).await.unwrap();
+    assert_eq!(expired.reaped, pairs(&[("sp", "p")]));
+    let timed_out = reap_parked(&s, NOW + 10, NOW + 20, 10).await.unwrap();
+    assert_eq!(timed_out.reaped, pairs(&[("sq", "q")]));
+    assert_eq!(timed_out.terminal_claims_released, pairs(&[("sq", "q")]));
+    // The leader reaper names the runs it failed.
+    for id in ["L1", "L2"] {
+        s.create_leader_run(id, "x", None, None, NOW).await.unwrap();
+    }
+    assert_eq!(
+        s.reap_stale_leader_runs(&unique("tick"), 5, NOW + 10)
+            .await
+            .unwrap(),
+        ["L1", "L2"]
+    );
+    assert!(s
+        .reap_stale_leader_runs(&unique("tick"), 5, NOW + 10)
+        .await
+        .unwrap()
+        .is_empty());
 }
