@@ -8,4 +8,5 @@ mod helpers;
 mod idempotency;
 mod listing;
 mod principals;
+mod roles;
 mod tokens;
