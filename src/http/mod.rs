@@ -27,19 +27,13 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let method = req.inner().method();
     let route = match_route(&method, &req.path())?;
     if route.access() == Access::Public {
-        return Ok(json(
-            200,
-            format!(
-                r#"{{"ok":true,"service":"sema-edge","version":"{}"}}"#,
-                env!("CARGO_PKG_VERSION")
-            ),
-        ));
+        return Ok(health());
     }
     let principal = crate::auth::principal(req, &cx.env)?;
     route.access().check(&principal)?;
     let p = &principal;
     match route {
-        Route::Health => Err(Failure::Infra("health is public".into())),
+        Route::Health => Ok(health()),
         Route::SubmitRun => runs::submit(req, cx, p).await,
         Route::ListRuns => runs::list(req, cx, p).await,
         Route::GetRun(id) => runs::get(cx, p, &id).await,
@@ -52,4 +46,15 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::AppendEvents(id) => runner::append(req, cx, &id).await,
         Route::Finish(id) => runner::finish(req, cx, &id).await,
     }
+}
+
+/// `GET /health`: public, answered before authentication.
+fn health() -> Response {
+    json(
+        200,
+        format!(
+            r#"{{"ok":true,"service":"sema-edge","version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
 }
