@@ -1,4 +1,3 @@
-use crate::helpers::unique;
 use crate::sse::{client, ledger, read_sse, run, submit, wait_until, Runner};
 use serde_json::json;
 
@@ -201,7 +200,6 @@ fn a_failing_script_finishes_failed_with_its_message() {
         frames.last().unwrap().data["result"]["error"],
         "the tool crashed"
     );
-    let _ = unique("x");
 }
 
 #[test]
