@@ -26,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// CPU seconds this process has used (user + system), from /proc/self/stat (Linux). Hand-written: a
-/// dozen lines against `libc::getrusage` (unsafe, forbidden here) or a whole procfs crate.
+/// dozen lines against `libc::getrusage` (an unsafe call) or a whole procfs crate.
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
