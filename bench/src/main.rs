@@ -11,9 +11,12 @@
 //! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
+//! `--url` and `--target` may stand before or after the scenario; `sema-bench help SCENARIO` lists
+//! a scenario's flags and defaults.
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
+use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -22,7 +25,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The label of the server under test (`--target`), stamped on every result line.
 static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// CPU seconds this process has used (user + system), from /proc/self/stat (Linux).
+/// CPU seconds this process has used (user + system), from /proc/self/stat (Linux). Hand-written: a
+/// dozen lines against `libc::getrusage` (an unsafe call) or a whole procfs crate.
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
@@ -577,28 +581,9 @@ fn cost(ctx: &Ctx) {
     report("cancel (already terminal)", s, &m);
 }
 
-/// A UUID-shaped id (LangGraph thread ids must be UUIDs).
+/// A fresh thread id for the peer (LangGraph thread ids must be UUIDs).
 fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let h = format!(
-        "{:016x}{:016x}",
-        nanos,
-        n ^ (std::process::id() as u64) << 32
-    );
-    format!(
-        "{}-{}-4{}-8{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// The peer's submit: a run on a thread with `multitask_strategy: "reject"` (one active run per
@@ -690,53 +675,192 @@ fn session_object(ctx: &Ctx, rounds: usize) {
     }
 }
 
+/// Scenarios against a running Sema Edge Worker (or the LangGraph peer), one JSON line per result.
+#[derive(Debug, Parser)]
+#[command(name = "sema-bench", version)]
+struct Cli {
+    /// Base URL of the server under test.
+    #[arg(long, global = true, default_value = "http://127.0.0.1:8787")]
+    url: String,
+    /// Label of the server under test, stamped on every result line.
+    #[arg(long, global = true)]
+    target: Option<String>,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// Append → SSE receipt latency (one event per call).
+    EventsLatency {
+        /// Append calls measured.
+        #[arg(long, default_value_t = 300)]
+        samples: usize,
+    },
+    /// Batched appends on several runs in parallel: events per second.
+    EventsIngest {
+        /// Append calls per run.
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Events per append call.
+        #[arg(long, default_value_t = 100)]
+        batch_size: usize,
+        /// Runs appended to in parallel.
+        #[arg(long, default_value_t = 2)]
+        runs: usize,
+    },
+    /// Submits to fresh sessions at concurrency 1/8/32/128.
+    Admission {
+        /// Submits at each concurrency level.
+        #[arg(long, default_value_t = 256)]
+        per_level: usize,
+    },
+    /// C simultaneous submits per session.
+    Contention {
+        /// Fresh sessions contended for, one after another.
+        #[arg(long, default_value_t = 50)]
+        sessions: usize,
+        /// Simultaneous submits per session.
+        #[arg(long, default_value_t = 100)]
+        contenders: usize,
+    },
+    /// N SSE clients on one run.
+    Fanout {
+        /// SSE clients reading the run.
+        #[arg(long, default_value_t = 100)]
+        subscribers: usize,
+        /// Events appended to the run.
+        #[arg(long, default_value_t = 100)]
+        events: usize,
+    },
+    /// Raw SQLite single-row transactions (storage ceiling; no server).
+    SqliteTx {
+        /// Single-row transactions per mode.
+        #[arg(long, default_value_t = 2000)]
+        rows: usize,
+    },
+    /// D1 round trips and statements per operation.
+    Cost,
+    /// Admission into a warm vs a new session object.
+    SessionObject {
+        /// Rounds, each one admission into a warm and one into a new session object.
+        #[arg(long, default_value_t = 100)]
+        rounds: usize,
+    },
+    /// Admission against LangGraph's dev server.
+    PeerAdmission {
+        /// Submits at each concurrency level.
+        #[arg(long, default_value_t = 256)]
+        per_level: usize,
+    },
+    /// Contention against LangGraph's dev server.
+    PeerContention {
+        /// Fresh sessions contended for, one after another.
+        #[arg(long, default_value_t = 10)]
+        sessions: usize,
+        /// Simultaneous submits per session.
+        #[arg(long, default_value_t = 100)]
+        contenders: usize,
+    },
+}
+
 fn main() {
     let _ = START.set(Instant::now());
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut url = "http://127.0.0.1:8787".to_owned();
-    if let Some(i) = args.iter().position(|a| a == "--url") {
-        url = args.get(i + 1).cloned().expect("--url needs a value");
-        args.drain(i..=i + 1);
-    }
-    if let Some(i) = args.iter().position(|a| a == "--target") {
-        let target = args.get(i + 1).cloned().expect("--target needs a value");
+    let cli = Cli::parse();
+    if let Some(target) = cli.target {
         let _ = TARGET.set(target);
-        args.drain(i..=i + 1);
     }
-    let flag = |name: &str, default: usize| -> usize {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .map(|v| v.parse().expect("a number"))
-            .unwrap_or(default)
-    };
     let ctx = Ctx {
-        url,
+        url: cli.url,
         agent: ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(30))
             .build(),
     };
-    match args.first().map(String::as_str) {
-        Some("events-latency") => events_latency(&ctx, flag("--samples", 300)),
-        Some("events-ingest") => events_ingest(
-            &ctx,
-            flag("--batches", 20),
-            flag("--batch-size", 100),
-            flag("--runs", 2),
-        ),
-        Some("admission") => admission(&ctx, flag("--per-level", 256)),
-        Some("contention") => contention(&ctx, flag("--sessions", 50), flag("--contenders", 100)),
-        Some("fanout") => fanout(&ctx, flag("--subscribers", 100), flag("--events", 100)),
-        Some("sqlite-tx") => sqlite_tx(flag("--rows", 2000)),
-        Some("cost") => cost(&ctx),
-        Some("session-object") => session_object(&ctx, flag("--rounds", 100)),
-        Some("peer-admission") => peer_admission(&ctx, flag("--per-level", 256)),
-        Some("peer-contention") => {
-            peer_contention(&ctx, flag("--sessions", 10), flag("--contenders", 100))
-        }
-        _ => {
-            eprintln!("usage: sema-bench [--url URL] events-latency|events-ingest|admission|contention|fanout|sqlite-tx [options]");
-            std::process::exit(2);
-        }
+    match cli.scenario {
+        Scenario::EventsLatency { samples } => events_latency(&ctx, samples),
+        Scenario::EventsIngest {
+            batches,
+            batch_size,
+            runs,
+        } => events_ingest(&ctx, batches, batch_size, runs),
+        Scenario::Admission { per_level } => admission(&ctx, per_level),
+        Scenario::Contention {
+            sessions,
+            contenders,
+        } => contention(&ctx, sessions, contenders),
+        Scenario::Fanout {
+            subscribers,
+            events,
+        } => fanout(&ctx, subscribers, events),
+        Scenario::SqliteTx { rows } => sqlite_tx(rows),
+        Scenario::Cost => cost(&ctx),
+        Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
+        Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
+        Scenario::PeerContention {
+            sessions,
+            contenders,
+        } => peer_contention(&ctx, sessions, contenders),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn scripts_bench_invocations_parse_with_the_global_flags_before_the_scenario() {
+        let cli = Cli::try_parse_from([
+            "sema-bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--target",
+            "peer",
+            "peer-contention",
+            "--sessions",
+            "3",
+            "--contenders",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!(cli.url, "http://127.0.0.1:1");
+        assert_eq!(cli.target.as_deref(), Some("peer"));
+        assert!(matches!(
+            cli.scenario,
+            Scenario::PeerContention {
+                sessions: 3,
+                contenders: 100
+            }
+        ));
+        let cli = Cli::try_parse_from(["sema-bench", "sqlite-tx"]).unwrap();
+        assert_eq!(cli.url, "http://127.0.0.1:8787");
+        assert!(matches!(cli.scenario, Scenario::SqliteTx { rows: 2000 }));
+    }
+
+    #[test]
+    fn defaults_are_the_documented_counts() {
+        let cli =
+            Cli::try_parse_from(["sema-bench", "events-ingest", "--url", "http://x"]).unwrap();
+        assert_eq!(cli.url, "http://x");
+        assert!(matches!(
+            cli.scenario,
+            Scenario::EventsIngest {
+                batches: 20,
+                batch_size: 100,
+                runs: 2
+            }
+        ));
+    }
+
+    #[test]
+    fn a_missing_or_unknown_scenario_is_refused() {
+        assert!(Cli::try_parse_from(["sema-bench"]).is_err());
+        assert!(Cli::try_parse_from(["sema-bench", "nope"]).is_err());
+        assert!(Cli::try_parse_from(["sema-bench", "admission", "--per-level", "x"]).is_err());
     }
 }

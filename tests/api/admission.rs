@@ -39,7 +39,7 @@ fn the_read_face_shows_the_admitted_run() {
         "/v1/runs",
         &json!({"sessionId": session, "objective": objective, "meta": {"k": 1}}),
     );
-    let task = r.task_id();
+    let task = r.admitted();
     let f = c.get(&format!("/v1/runs/{task}"));
     assert_eq!(f.status, 200, "{}", f.body);
     let v = f.json();
@@ -62,7 +62,7 @@ fn a_second_submit_to_a_busy_session_gets_the_byte_exact_running_conflict() {
     let c = Client::anonymous();
     let session = unique("busy");
     let first = c.submit(&session, json!({}));
-    let task = first.task_id();
+    let task = first.admitted();
     let second = c.submit(&session, json!({"objective": "another"}));
     assert_eq!(second.status, 409);
     assert_eq!(second.body, running_conflict_body(&task));

@@ -5,7 +5,7 @@ use serde_json::json;
 fn cancelling_an_unheld_run_ends_it_at_once_and_frees_the_session() {
     let c = Client::as_principal("canceller");
     let session = unique("cancel");
-    let task = c.submit(&session, json!({})).task_id();
+    let task = c.submit(&session, json!({})).admitted();
     let r = c.cancel(&task);
     assert_eq!(r.status, 200, "{}", r.body);
     let v = r.json();
@@ -21,7 +21,7 @@ fn cancelling_an_unheld_run_ends_it_at_once_and_frees_the_session() {
 #[test]
 fn terminal_status_is_write_once_so_a_second_cancel_changes_nothing() {
     let c = Client::anonymous();
-    let task = c.submit(&unique("twice"), json!({})).task_id();
+    let task = c.submit(&unique("twice"), json!({})).admitted();
     let first = c.cancel(&task).json();
     let second = c.cancel(&task);
     assert_eq!(second.status, 200);
@@ -40,8 +40,8 @@ fn a_cancelled_client_task_id_resubmitted_returns_the_ended_run_not_a_new_one() 
     let c = Client::anonymous();
     let session = unique("resub");
     let task = unique("resub-task");
-    c.submit(&session, json!({"taskId": task}));
-    c.cancel(&task);
+    assert_eq!(c.submit(&session, json!({"taskId": task})).admitted(), task);
+    assert_eq!(c.cancel(&task).json()["status"], "cancelled");
     let again = c.submit(&session, json!({"taskId": task}));
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(

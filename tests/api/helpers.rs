@@ -44,6 +44,18 @@ impl Resp {
             .to_owned()
     }
 
+    /// The `taskId` of a fresh admission, asserting the 202 first: a test's setup that was refused
+    /// (or replayed) must fail the test, not let it check listings or states of runs that are not there.
+    #[track_caller]
+    pub fn admitted(&self) -> String {
+        assert_eq!(
+            self.status, 202,
+            "setup: expected an admission (202); body: {}",
+            self.body
+        );
+        self.task_id()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

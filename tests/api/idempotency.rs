@@ -25,7 +25,7 @@ fn a_key_stays_bound_to_its_run_after_the_run_ended() {
     let key = unique("key");
     let body = json!({"sessionId": unique("ended"), "objective": "once"});
     let first = keyed(&c, &key, body.clone());
-    let task = first.task_id();
+    let task = first.admitted();
     assert_eq!(c.cancel(&task).json()["status"], "cancelled");
     let again = keyed(&c, &key, body);
     assert_eq!(
@@ -40,7 +40,7 @@ fn the_same_key_with_a_different_body_is_422_key_reused() {
     let c = Client::anonymous();
     let key = unique("key");
     let session = unique("reuse");
-    keyed(&c, &key, json!({"sessionId": session, "objective": "a"}));
+    keyed(&c, &key, json!({"sessionId": session, "objective": "a"})).admitted();
     keyed(&c, &key, json!({"sessionId": session, "objective": "b"}))
         .assert_refusal(422, "idempotency.key_reused");
     // Also when the original run has ended (the binding lives in D1, not only in the session object).
@@ -74,11 +74,11 @@ fn keys_are_scoped_to_the_principal() {
 fn a_409_is_never_stored_under_a_key() {
     let c = Client::anonymous();
     let session = unique("no409");
-    let holder = c.submit(&session, json!({})).task_id();
+    let holder = c.submit(&session, json!({})).admitted();
     let key = unique("key");
     let body = json!({"sessionId": session, "objective": "later"});
     assert_eq!(keyed(&c, &key, body.clone()).status, 409);
-    c.cancel(&holder);
+    assert_eq!(c.cancel(&holder).json()["status"], "cancelled");
     let retry = keyed(&c, &key, body);
     assert_eq!(retry.status, 202, "{}", retry.body);
     assert!(retry.header("idempotency-replayed").is_none());

@@ -7,7 +7,7 @@ fn runs_page_newest_first_without_overlap_or_gaps() {
     let session = unique("pages");
     let mut admitted = vec![];
     for _ in 0..5 {
-        let task = c.submit(&session, json!({})).task_id();
+        let task = c.submit(&session, json!({})).admitted();
         assert_eq!(c.cancel(&task).status, 200);
         admitted.push(task);
         std::thread::sleep(std::time::Duration::from_millis(3));
@@ -40,9 +40,9 @@ fn runs_page_newest_first_without_overlap_or_gaps() {
 fn the_status_filter_keeps_only_matching_runs() {
     let c = Client::as_principal(&unique("filter"));
     let session = unique("filter");
-    let first = c.submit(&session, json!({})).task_id();
-    c.cancel(&first);
-    let second = c.submit(&session, json!({})).task_id();
+    let first = c.submit(&session, json!({})).admitted();
+    assert_eq!(c.cancel(&first).json()["status"], "cancelled");
+    let second = c.submit(&session, json!({})).admitted();
     let running = c
         .get(&format!("/v1/runs?sessionId={session}&status=running"))
         .json();
@@ -57,8 +57,8 @@ fn the_status_filter_keeps_only_matching_runs() {
 #[test]
 fn listing_without_a_session_shows_the_callers_runs_across_sessions() {
     let c = Client::as_principal(&unique("across"));
-    let a = c.submit(&unique("x1"), json!({})).task_id();
-    let b = c.submit(&unique("x2"), json!({})).task_id();
+    let a = c.submit(&unique("x1"), json!({})).admitted();
+    let b = c.submit(&unique("x2"), json!({})).admitted();
     let all = c.get("/v1/runs").json();
     let ids: Vec<_> = all["runs"]
         .as_array()

@@ -5,7 +5,7 @@ use serde_json::json;
 fn another_principal_gets_the_same_404_as_for_a_run_that_does_not_exist() {
     let alice = Client::as_principal("alice");
     let bob = Client::as_principal("bob");
-    let task = alice.submit(&unique("own"), json!({})).task_id();
+    let task = alice.submit(&unique("own"), json!({})).admitted();
     let missing = bob.get(&format!("/v1/runs/{}", unique("nope")));
     let foreign = bob.get(&format!("/v1/runs/{task}"));
     foreign.assert_refusal(404, "not_found");
@@ -43,7 +43,7 @@ fn an_operator_sees_and_cancels_any_run() {
     let owner = Client::as_principal("erin");
     let op = Client::as_principal("ops").with_role("operator");
     let session = unique("opsee");
-    let task = owner.submit(&session, json!({})).task_id();
+    let task = owner.submit(&session, json!({})).admitted();
     assert_eq!(op.get(&format!("/v1/runs/{task}")).status, 200);
     let listed = op.get(&format!("/v1/runs?sessionId={session}")).json();
     assert_eq!(listed["runs"][0]["taskId"], task.as_str());
@@ -53,7 +53,12 @@ fn an_operator_sees_and_cancels_any_run() {
 #[test]
 fn listings_show_only_the_callers_runs() {
     let session = unique("mine");
-    Client::as_principal("frank").submit(&session, json!({}));
+    let frank = Client::as_principal("frank");
+    let task = frank.submit(&session, json!({})).admitted();
+    // The owner sees the run, so the empty listing below is the filter, not a missing run.
+    let own = frank.get(&format!("/v1/runs?sessionId={session}"));
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(own.json()["runs"][0]["taskId"], task.as_str());
     let other = Client::as_principal("grace").get(&format!("/v1/runs?sessionId={session}"));
     assert_eq!(other.status, 200);
     assert_eq!(other.json()["runs"], json!([]));

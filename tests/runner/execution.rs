@@ -1,4 +1,3 @@
-use crate::helpers::unique;
 use crate::sse::{client, ledger, read_sse, run, submit, wait_until, Runner};
 use serde_json::json;
 
@@ -31,12 +30,34 @@ fn a_run_streams_text_deltas_and_completes() {
     assert_eq!(r["result"], json!({"text": "the quick brown fox jumps"}));
 }
 
-/// A tiny deterministic generator for reconnect points.
+/// A tiny deterministic generator for reconnect points (three lines: not worth a `rand` dependency).
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     *seed >> 33
+}
+
+/// The seed of a randomised test: `SEMA_TEST_SEED` (decimal or `0x` hex) replays a failure, else the
+/// clock. Printed, so a failing run's captured output names it. (The seed fixes the reconnect points;
+/// how far the runner has got at each one still depends on timing.)
+fn test_seed() -> u64 {
+    let seed = match std::env::var("SEMA_TEST_SEED") {
+        Ok(v) => {
+            let v = v.trim();
+            match v.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => v.parse(),
+            }
+            .unwrap_or_else(|e| panic!("SEMA_TEST_SEED={v:?} is not a u64: {e}"))
+        }
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    };
+    eprintln!("seed {seed} (replay with SEMA_TEST_SEED={seed})");
+    seed
 }
 
 #[test]
@@ -49,10 +70,7 @@ fn sse_reconnects_at_20_random_points_reproduce_the_ledger_exactly() {
         .collect::<Vec<_>>()
         .join("\n");
     let (task, _) = submit(&script);
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+    let mut seed = test_seed();
     let mut received = vec![];
     let mut last: Option<i64> = None;
     for _ in 0..20 {
@@ -182,7 +200,6 @@ fn a_failing_script_finishes_failed_with_its_message() {
         frames.last().unwrap().data["result"]["error"],
         "the tool crashed"
     );
-    let _ = unique("x");
 }
 
 #[test]

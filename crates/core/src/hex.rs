@@ -1,34 +1,15 @@
-//! Lowercase hex encoding and decoding (digests, cursors).
+//! Lowercase hex encoding and decoding (digests, cursors), through the `hex` crate. The paths
+//! `sema_core::hex::{encode, decode}` stay as the callers' names for it (the Worker mints delivery
+//! ids with `encode`; list cursors and token hashes use `decode`).
 
 /// Lowercase hex of `bytes`.
 pub fn encode(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0x0f) as usize] as char);
-    }
-    out
+    hex::encode(bytes)
 }
 
 /// Decodes lowercase or uppercase hex; `None` on odd length or a non-hex digit.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return None;
-    }
-    bytes
-        .chunks(2)
-        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
-        .collect()
+    hex::decode(text).ok()
 }
 
 /// Lowercase hex SHA-256 of `data`.
@@ -51,6 +32,14 @@ mod tests {
     fn decoding_rejects_odd_lengths_and_foreign_digits() {
         assert!(decode("abc").is_none());
         assert!(decode("zz").is_none());
+        assert!(decode("0g").is_none());
+    }
+
+    #[test]
+    fn encoding_is_lowercase_and_decoding_takes_either_case() {
+        assert_eq!(encode(&[0xAB, 0x0F]), "ab0f");
+        assert_eq!(decode("AB0f").unwrap(), vec![0xAB, 0x0F]);
+        assert_eq!(decode("").unwrap(), Vec::<u8>::new());
     }
 
     #[test]

@@ -67,23 +67,12 @@ safe_id_type!(
 );
 
 impl TaskId {
-    /// Mints a UUIDv7 task id from `now_ms` and 10 random bytes (RFC 9562 §5.7).
+    /// Mints a UUIDv7 task id from `now_ms` and 10 random bytes (RFC 9562 §5.7): the `uuid` crate lays
+    /// out the 48-bit timestamp (bits above 48 are dropped), version and variant; the caller supplies
+    /// the time and the randomness, so the core reads neither a clock nor an entropy source.
     pub fn mint(now_ms: u64, random: [u8; 10]) -> Self {
-        let mut b = [0u8; 16];
-        let ms = now_ms & 0xFFFF_FFFF_FFFF;
-        b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
-        b[6..].copy_from_slice(&random);
-        b[6] = 0x70 | (b[6] & 0x0F);
-        b[8] = 0x80 | (b[8] & 0x3F);
-        let h = crate::hex::encode(&b);
-        Self(format!(
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        ))
+        let id = uuid::Builder::from_unix_timestamp_millis(now_ms, &random).into_uuid();
+        Self(id.hyphenated().to_string())
     }
 }
 
@@ -124,6 +113,23 @@ mod tests {
         // variant bits 10xx
         assert!(matches!(&s[19..20], "8" | "9" | "a" | "b"), "{s}");
         assert!(is_safe_id(s));
+    }
+
+    #[test]
+    fn minted_task_ids_keep_the_random_bytes_outside_the_version_and_variant_bits() {
+        let id = TaskId::mint(0x0192_3456_789A, [0x00; 10]);
+        assert_eq!(id.as_str(), "01923456-789a-7000-8000-000000000000");
+        let id = TaskId::mint(
+            0x0192_3456_789A,
+            *b"\x12\x34\x56\x78\x9a\xbc\xde\xf0\x11\x22",
+        );
+        assert_eq!(id.as_str(), "01923456-789a-7234-9678-9abcdef01122");
+    }
+
+    #[test]
+    fn minted_task_ids_keep_only_the_low_48_bits_of_the_time() {
+        let id = TaskId::mint(0xABCD_0192_3456_789A, [0x00; 10]);
+        assert!(id.as_str().starts_with("01923456-789a-7"), "{id}");
     }
 
     #[test]

@@ -6,50 +6,42 @@
 //! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
 //!             [--max-runs N] [--wait-ms MS]
 //! ```
-//! Without `--token` it speaks local mode (`X-Sema-Role: runner`).
+//! Without `--token` it speaks local mode (`X-Sema-Role: runner`). `--help` lists the flags.
 
 mod script;
 
+use clap::Parser;
 use script::Step;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-#[derive(Clone)]
+/// Reference runner for Sema Edge: leases runs, executes each objective as a small script, streams
+/// text deltas, heartbeats and finishes each run.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "sema-runner", version)]
 struct Config {
+    /// Base URL of the Sema Edge server (a trailing `/` is dropped).
+    #[arg(long, default_value = "http://127.0.0.1:8787", value_parser = base_url)]
     url: String,
+    /// This runner's id; each worker thread appends `-<index>`.
+    #[arg(long, default_value_t = format!("runner-{}", std::process::id()))]
     runner_id: String,
+    /// Bearer token; without it the runner speaks local mode (`X-Sema-Role: runner`).
+    #[arg(long)]
     token: Option<String>,
+    /// Worker threads, each leasing and running one run at a time.
+    #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// Runs each worker thread executes before it stops [default: no limit].
+    #[arg(long)]
     max_runs: Option<usize>,
+    /// The lease long-poll, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
     wait_ms: u64,
 }
 
-fn parse_args() -> Result<Config, String> {
-    let mut cfg = Config {
-        url: "http://127.0.0.1:8787".into(),
-        runner_id: format!("runner-{}", std::process::id()),
-        token: None,
-        concurrency: 1,
-        max_runs: None,
-        wait_ms: 5000,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--url" => cfg.url = value()?.trim_end_matches('/').to_owned(),
-            "--runner-id" => cfg.runner_id = value()?,
-            "--token" => cfg.token = Some(value()?),
-            "--concurrency" => cfg.concurrency = value()?.parse().map_err(|_| "bad --concurrency")?,
-            "--max-runs" => cfg.max_runs = Some(value()?.parse().map_err(|_| "bad --max-runs")?),
-            "--wait-ms" => cfg.wait_ms = value()?.parse().map_err(|_| "bad --wait-ms")?,
-            "-h" | "--help" => {
-                return Err("usage: sema-runner [--url URL] [--runner-id ID] [--token TOKEN] [--concurrency N] [--max-runs N] [--wait-ms MS]".into())
-            }
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    Ok(cfg)
+fn base_url(s: &str) -> Result<String, String> {
+    Ok(s.trim_end_matches('/').to_owned())
 }
 
 /// The HTTP side: one agent per worker thread.
@@ -262,13 +254,7 @@ fn worker(cfg: Config, index: usize) {
 }
 
 fn main() {
-    let cfg = match parse_args() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let cfg = Config::parse();
     eprintln!(
         "sema-runner {} leasing from {} with {} worker(s)",
         cfg.runner_id, cfg.url, cfg.concurrency
@@ -281,5 +267,59 @@ fn main() {
         .collect();
     for h in handles {
         let _ = h.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_flag_definitions_are_consistent() {
+        Config::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_are_the_local_dev_server_one_worker_no_limit_and_a_5s_poll() {
+        let cfg = Config::try_parse_from(["sema-runner"]).unwrap();
+        assert_eq!(cfg.url, "http://127.0.0.1:8787");
+        assert_eq!(cfg.runner_id, format!("runner-{}", std::process::id()));
+        assert_eq!(cfg.token, None);
+        assert_eq!(cfg.concurrency, 1);
+        assert_eq!(cfg.max_runs, None);
+        assert_eq!(cfg.wait_ms, 5000);
+    }
+
+    #[test]
+    fn the_test_suites_invocation_parses_and_the_url_loses_its_trailing_slash() {
+        let cfg = Config::try_parse_from([
+            "sema-runner",
+            "--url",
+            "http://127.0.0.1:8799/",
+            "--runner-id",
+            "runner-1",
+            "--wait-ms",
+            "300",
+            "--token",
+            "t",
+            "--concurrency",
+            "4",
+            "--max-runs",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(cfg.url, "http://127.0.0.1:8799");
+        assert_eq!(cfg.runner_id, "runner-1");
+        assert_eq!(cfg.wait_ms, 300);
+        assert_eq!(cfg.token.as_deref(), Some("t"));
+        assert_eq!((cfg.concurrency, cfg.max_runs), (4, Some(2)));
+    }
+
+    #[test]
+    fn unknown_flags_and_malformed_numbers_are_refused() {
+        assert!(Config::try_parse_from(["sema-runner", "--bogus"]).is_err());
+        assert!(Config::try_parse_from(["sema-runner", "--concurrency", "x"]).is_err());
+        assert!(Config::try_parse_from(["sema-runner", "--wait-ms"]).is_err());
     }
 }
