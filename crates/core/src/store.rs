@@ -443,6 +443,27 @@ fn session_task(row: &Row) -> Result<SessionTask> {
     })
 }
 
+/// The outcome of a batch guarded by a fence or compare-and-set: statement `write` had to change
+/// exactly one row. `None` when it did not (the batch wrote nothing); otherwise the row that
+/// statement `read` read back (`None` for `read`: the batch's last statement).
+fn won<'o>(
+    out: &'o [Outcome],
+    write: usize,
+    read: Option<usize>,
+    what: &str,
+) -> Result<Option<&'o Row>> {
+    if out.get(write).is_none_or(|o| o.changes != 1) {
+        return Ok(None);
+    }
+    let read = match read {
+        Some(i) => out.get(i),
+        None => out.last(),
+    };
+    read.and_then(|o| o.rows.first())
+        .map(Some)
+        .ok_or_else(|| corrupt(format!("{what} vanished")))
+}
+
 fn claim_holder(row: &Row) -> Result<ClaimHolder> {
     Ok(ClaimHolder {
         task_id: get_str(row, "task_id").map_err(corrupt)?,
@@ -620,16 +641,9 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
         }
         let batch = event_sql::append(self.d(), task_id, lease_epoch, events, now);
         let out = self.exec.batch(&batch).await?;
-        if out
-            .get(event_sql::APPEND_FENCE)
-            .is_none_or(|o| o.changes != 1)
-        {
+        let Some(last) = won(&out, event_sql::APPEND_FENCE, None, "appended run")? else {
             return Ok(Appended::LeaseLost);
-        }
-        let last = out
-            .last()
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("appended run vanished".into()))?;
+        };
         let last = get_i64(last, "last_seq").map_err(corrupt)?;
         let n = events.len() as i64;
         Ok(Appended::Seqs((last - n + 1..=last).collect()))
@@ -637,17 +651,9 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
 
     async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>> {
         let out = self.exec.batch(&runner_sql::finish(self.d(), f)).await?;
-        if out
-            .get(runner_sql::FINISH_WRITE)
-            .is_none_or(|o| o.changes != 1)
-        {
-            return Ok(None);
-        }
-        let row = out
-            .last()
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("finished run vanished".into()))?;
-        Ok(Some(get_i64(row, "last_seq").map_err(corrupt)?))
+        won(&out, runner_sql::FINISH_WRITE, None, "finished run")?
+            .map(|row| get_i64(row, "last_seq").map_err(corrupt))
+            .transpose()
     }
 
     async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>> {
@@ -655,17 +661,9 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             .exec
             .batch(&runner_sql::add_steer(self.d(), task_id, message, now))
             .await?;
-        if out
-            .get(runner_sql::STEER_INSERT)
-            .is_none_or(|o| o.changes != 1)
-        {
-            return Ok(None);
-        }
-        let row = out
-            .last()
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("steer message vanished".into()))?;
-        Ok(Some(get_i64(row, "seq").map_err(corrupt)?))
+        won(&out, runner_sql::STEER_INSERT, None, "steer message")?
+            .map(|row| get_i64(row, "seq").map_err(corrupt))
+            .transpose()
     }
 
     async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled> {
@@ -706,16 +704,15 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
                 .exec
                 .batch(&runner_sql::try_lease(d, &task_id, runner_id, now))
                 .await?;
-            if out
-                .get(runner_sql::LEASE_CAS)
-                .is_none_or(|o| o.changes != 1)
-            {
+            let won = won(
+                &out,
+                runner_sql::LEASE_CAS,
+                Some(runner_sql::LEASE_READ),
+                "leased run",
+            )?;
+            let Some(r) = won else {
                 continue; // another runner won this one
-            }
-            let r = out
-                .get(runner_sql::LEASE_READ)
-                .and_then(|o| o.rows.first())
-                .ok_or_else(|| corrupt("leased run vanished".into()))?;
+            };
             return Ok(Some(Lease {
                 task_id: get_str(r, "task_id").map_err(corrupt)?,
                 session_id: get_str(r, "session_id").map_err(corrupt)?,
@@ -777,14 +774,9 @@ impl<E: Executor> GateStore for SqlStore<E> {
             .exec
             .batch(&run_sql::mark_resuming(self.d(), task_id, now))
             .await?;
-        if out.first().is_none_or(|o| o.changes != 1) {
-            return Ok(None);
-        }
-        let row = out
-            .get(1)
-            .and_then(|o| o.rows.first())
-            .ok_or_else(|| corrupt("resumed run vanished".into()))?;
-        Ok(Some(get_i64(row, "lease_epoch").map_err(corrupt)?))
+        won(&out, 0, Some(1), "resumed run")?
+            .map(|row| get_i64(row, "lease_epoch").map_err(corrupt))
+            .transpose()
     }
 
     async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool> {
