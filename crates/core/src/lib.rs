@@ -15,6 +15,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod leader;
 pub mod list;
+pub mod liveness;
 pub mod route;
 pub mod run;
 pub mod runner_wire;

@@ -80,6 +80,7 @@ impl RunRow {
                 .and_then(|r| serde_json::from_str(r).ok()),
             error: self.error.as_deref(),
             error_code: self.error_code.as_deref(),
+            ms_since_last_activity: None,
         }
     }
 }
@@ -107,6 +108,12 @@ pub struct RunFace<'a> {
     pub error: Option<&'a str>,
     #[serde(rename = "errorCode")]
     pub error_code: Option<&'a str>,
+    /// Since the run was last heard from (non-terminal runs, on reads): never negative.
+    #[serde(
+        rename = "msSinceLastActivity",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ms_since_last_activity: Option<i64>,
 }
 
 #[cfg(test)]

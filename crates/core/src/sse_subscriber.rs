@@ -86,12 +86,7 @@ impl Subscriber {
     /// seq was already sent (a client reconnecting after the end gets the same frame again, and a
     /// stream anchored past the last seq still ends), then close.
     pub fn on_final_done(&mut self, seq: i64, frame: &str, sink: &mut impl Sink) {
-        if self.is_closed() {
-            return;
-        }
-        self.last_sent = self.last_sent.max(seq);
-        sink.send(frame);
-        self.close(sink);
+        self.send(seq, frame, true, sink);
     }
 
     /// A frame without a seq (the opening `meta`, a keep-alive heartbeat): passes while open. Returns
@@ -115,11 +110,14 @@ impl Subscriber {
         }
     }
 
+    /// Ledger frames go out once, in seq order; the `done` frame always goes out (once: the stream
+    /// closes after it), even when its seq is not above the anchor, so a stream anchored past the
+    /// run's last seq still ends.
     fn send(&mut self, seq: i64, frame: &str, is_done: bool, sink: &mut impl Sink) {
-        if self.is_closed() || seq <= self.last_sent {
+        if self.is_closed() || (seq <= self.last_sent && !is_done) {
             return;
         }
-        self.last_sent = seq;
+        self.last_sent = self.last_sent.max(seq);
         if !sink.send(frame) {
             self.phase = Phase::Closed; // the client went away
             return;
@@ -255,6 +253,20 @@ mod tests {
         assert_eq!(ids(&w), vec![4]);
         assert!(w.closed && s.is_closed());
         assert_eq!(s.last_sent(), 50);
+    }
+
+    #[test]
+    fn a_stream_anchored_past_the_last_seq_gets_the_live_done_and_ends() {
+        let (mut s, mut w) = (Subscriber::new(50), Wire::default());
+        s.on_live(4, "id: 4\ndata: {}\n\n", true, &mut w); // the run is cancelled while replaying
+        s.on_caught_up(&mut w);
+        assert_eq!(ids(&w), vec![4]);
+        assert!(w.closed && s.is_closed());
+        let (mut s, mut w) = (Subscriber::new(50), Wire::default());
+        s.on_caught_up(&mut w);
+        s.on_live(4, "id: 4\ndata: {}\n\n", true, &mut w); // or after it caught up
+        assert_eq!(ids(&w), vec![4]);
+        assert!(w.closed);
     }
 
     #[test]
