@@ -187,6 +187,13 @@ def main():
         "",
         table(["operation", "HTTP status", "D1 round trips", "D1 statements"], [[r["op"], r["status"], r["d1_round_trips"], r["d1_statements"]] for r in by["cost"]]),
         "",
+        "### 5a. One reaper tick over a seeded store (wrangler-dev; the tick's own summary)",
+        "",
+        table(
+            ["runs in store", "stale", "reaped", "tick ms", "trigger wall ms", "pages", "D1 round trips", "D1 rows examined", "claims released", "sessions told"],
+            [[r["runs"], r["stale"], r["reaped"], r["tick_duration_ms"], r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]] for r in by.get("reaper", [])],
+        ),
+        "",
         "### 5b. Where admission time goes (sequential, workerd-direct)",
         "",
         table(["request", "samples", "p50 ms", "p95 ms", "p99 ms"], [[r["what"], r["samples"], r["p50_ms"], r["p95_ms"], r["p99_ms"]] for r in by["session-object"]]),

@@ -23,12 +23,27 @@ pub struct D1Exec {
 pub struct Meter {
     round_trips: Cell<u32>,
     statements: Cell<u32>,
+    /// Rows D1 reports it read (its `meta.rows_read`): what a statement examined, not what it
+    /// returned. Not in the header; the reaper's tick summary reports it.
+    rows_read: Cell<u64>,
 }
 
 impl Meter {
     pub fn add(&self, round_trips: u32, statements: u32) {
         self.round_trips.set(self.round_trips.get() + round_trips);
         self.statements.set(self.statements.get() + statements);
+    }
+
+    pub fn round_trips(&self) -> u32 {
+        self.round_trips.get()
+    }
+
+    pub fn rows_read(&self) -> u64 {
+        self.rows_read.get()
+    }
+
+    fn read(&self, rows: usize) {
+        self.rows_read.set(self.rows_read.get() + rows as u64);
     }
 
     /// `round-trips=N; statements=M`.
@@ -96,16 +111,14 @@ fn to_db_error(e: worker::Error) -> DbError {
     classify_sqlite_error(&text)
 }
 
-fn outcome(result: &D1Result) -> Result<Outcome, DbError> {
+fn outcome(result: &D1Result, meter: &Meter) -> Result<Outcome, DbError> {
     if let Some(err) = result.error() {
         return Err(classify_sqlite_error(&err));
     }
     let rows: Vec<Row> = result.results().map_err(to_db_error)?;
-    let changes = result
-        .meta()
-        .map_err(to_db_error)?
-        .and_then(|m| m.changes)
-        .unwrap_or(0) as u64;
+    let meta = result.meta().map_err(to_db_error)?;
+    meter.read(meta.as_ref().and_then(|m| m.rows_read).unwrap_or(0));
+    let changes = meta.and_then(|m| m.changes).unwrap_or(0) as u64;
     Ok(Outcome { rows, changes })
 }
 
@@ -121,12 +134,12 @@ impl Executor for D1Exec {
             .collect::<Result<Vec<_>, _>>()?;
         self.meter.add(1, stmts.len() as u32);
         let results = self.db.batch(prepared).await.map_err(to_db_error)?;
-        results.iter().map(outcome).collect()
+        results.iter().map(|r| outcome(r, &self.meter)).collect()
     }
 
     async fn run(&self, stmt: &Stmt) -> Result<Outcome, DbError> {
         self.meter.add(1, 1);
         let result = prepare(&self.db, stmt)?.all().await.map_err(to_db_error)?;
-        outcome(&result)
+        outcome(&result, &self.meter)
     }
 }

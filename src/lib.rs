@@ -1,12 +1,14 @@
 //! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
 //!
 //! It owns transport only: the router and handlers (`http/`), the D1 executor (`d1.rs`), the session
-//! Durable Object (`session_do/`), principal resolution (`auth.rs`) and the clock and entropy
-//! (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
+//! Durable Object (`session_do/`), the cron's reaper tick (`reaper_cron.rs`), principal resolution
+//! (`auth.rs`) and the clock and entropy (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
 //! exercised by the black-box tests in `tests/` against `wrangler dev`.
 
 #[cfg(target_arch = "wasm32")]
 mod auth;
+#[cfg(target_arch = "wasm32")]
+mod config;
 #[cfg(target_arch = "wasm32")]
 mod cx;
 #[cfg(target_arch = "wasm32")]
@@ -18,6 +20,8 @@ mod http;
 #[cfg(target_arch = "wasm32")]
 mod platform;
 #[cfg(target_arch = "wasm32")]
+mod reaper_cron;
+#[cfg(target_arch = "wasm32")]
 mod session_do;
 
 #[cfg(target_arch = "wasm32")]
@@ -28,4 +32,14 @@ async fn fetch(
     _ctx: worker::Context,
 ) -> worker::Result<worker::Response> {
     Ok(http::handle(req, env).await)
+}
+
+#[cfg(target_arch = "wasm32")]
+#[worker::event(scheduled)]
+async fn scheduled(
+    _event: worker::ScheduledEvent,
+    env: worker::Env,
+    _ctx: worker::ScheduleContext,
+) {
+    reaper_cron::tick(env).await;
 }

@@ -120,7 +120,7 @@ impl Ctx {
         self.post(
             &format!("/v1/runs/{task}/finish"),
             Some("runner"),
-            json!({"leaseEpoch": epoch, "status": "completed"}),
+            json!({"runnerId": "bench", "leaseEpoch": epoch, "status": "completed"}),
         );
     }
 }
@@ -165,7 +165,7 @@ fn events_latency(ctx: &Ctx, samples: usize) {
         let r = ctx.post(
             &format!("/v1/runs/{task}/events"),
             Some("runner"),
-            json!({"leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
+            json!({"runnerId": "bench", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
         );
         let seq = r["seqs"][0].as_i64().unwrap_or(-1);
         match rx.recv_timeout(Duration::from_secs(10)) {
@@ -204,7 +204,7 @@ fn events_ingest(ctx: &Ctx, batches: usize, batch_size: usize, runs: usize) {
                             .map(|i| json!({"type": "text_delta", "data": {"delta": format!("{b}.{i} ")}}))
                             .collect();
                         let t = Instant::now();
-                        let r = ctx.post(&format!("/v1/runs/{task}/events"), Some("runner"), json!({"leaseEpoch": epoch, "events": events}));
+                        let r = ctx.post(&format!("/v1/runs/{task}/events"), Some("runner"), json!({"runnerId": "bench", "leaseEpoch": epoch, "events": events}));
                         assert_eq!(r["seqs"].as_array().map(Vec::len), Some(batch_size), "{r}");
                         times.push(t.elapsed().as_secs_f64() * 1000.0);
                     }
@@ -402,7 +402,7 @@ fn fanout(ctx: &Ctx, subscribers: usize, events: usize) {
         let r = ctx.post(
             &format!("/v1/runs/{task}/events"),
             Some("runner"),
-            json!({"leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
+            json!({"runnerId": "bench", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
         );
         sent_at.insert(r["seqs"][0].as_i64().unwrap_or(-1), t);
         std::thread::sleep(Duration::from_millis(5));
@@ -457,6 +457,34 @@ fn sqlite_tx(rows: usize) {
 
 /// D1 cost per operation, read from the `x-sema-d1` header the Worker sets (it counts every round
 /// trip and statement its executor sends, the session object's included). Independent of machine noise.
+/// Triggers one cron tick and reports what the tick says it did (wall time, pages, D1 round trips and
+/// rows examined), plus the wall time of the trigger as the client saw it.
+fn reaper(ctx: &Ctx, runs: usize, stale: usize) {
+    let t = Instant::now();
+    let r = ctx
+        .agent
+        .get(&format!("{}/__scheduled?cron=*+*+*+*+*", ctx.url))
+        .call()
+        .expect("scheduled route");
+    assert_eq!(r.status(), 200);
+    let wall_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let log: Value = ctx
+        .agent
+        .get(&format!("{}/v1/admin/reapers", ctx.url))
+        .set("x-sema-role", "operator")
+        .call()
+        .expect("reaper log")
+        .into_json()
+        .expect("reaper log JSON");
+    let tick = &log["ticks"][0];
+    emit(json!({
+        "scenario": "reaper", "runs": runs, "stale": stale, "trigger_wall_ms": wall_ms,
+        "tick_duration_ms": tick["durationMs"], "reaped": tick["reaped"], "pages": tick["pages"],
+        "d1_round_trips": tick["d1RoundTrips"], "d1_rows_read": tick["d1RowsRead"],
+        "claims_released": tick["terminalClaimsReleased"], "sessions_told": tick["sessionsTold"],
+    }));
+}
+
 fn cost(ctx: &Ctx) {
     let call = |method: &str,
                 path: &str,
@@ -542,7 +570,7 @@ fn cost(ctx: &Ctx) {
         "POST",
         &format!("/v1/runs/{task}/heartbeat"),
         Some("runner"),
-        Some(json!({"leaseEpoch": epoch})),
+        Some(json!({"runnerId": "cost", "leaseEpoch": epoch})),
         None,
     );
     report("heartbeat", s, &m);
@@ -553,7 +581,7 @@ fn cost(ctx: &Ctx) {
         "POST",
         &format!("/v1/runs/{task}/events"),
         Some("runner"),
-        Some(json!({"leaseEpoch": epoch, "events": events})),
+        Some(json!({"runnerId": "cost", "leaseEpoch": epoch, "events": events})),
         None,
     );
     report(
@@ -565,7 +593,7 @@ fn cost(ctx: &Ctx) {
         "POST",
         &format!("/v1/runs/{task}/events"),
         Some("runner"),
-        Some(json!({"leaseEpoch": epoch, "events": [{"type": "x"}]})),
+        Some(json!({"runnerId": "cost", "leaseEpoch": epoch, "events": [{"type": "x"}]})),
         None,
     );
     report("event batch (1 event; later call)", s, &m);
@@ -573,7 +601,7 @@ fn cost(ctx: &Ctx) {
         "POST",
         &format!("/v1/runs/{task}/finish"),
         Some("runner"),
-        Some(json!({"leaseEpoch": epoch, "status": "completed"})),
+        Some(json!({"runnerId": "cost", "leaseEpoch": epoch, "status": "completed"})),
         None,
     );
     report("finish", s, &m);
@@ -747,6 +775,16 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         rounds: usize,
     },
+    /// One reaper tick over a store seeded out of band (`scripts/bench` seeds it): triggers the
+    /// cron through the scheduled test route and reports the tick's own summary.
+    Reaper {
+        /// Runs in the seeded store (reported, not created here).
+        #[arg(long, default_value_t = 100_000)]
+        runs: usize,
+        /// Of those, how many were seeded silent past the cutoff.
+        #[arg(long, default_value_t = 100)]
+        stale: usize,
+    },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
         /// Submits at each concurrency level.
@@ -794,6 +832,7 @@ fn main() {
         } => fanout(&ctx, subscribers, events),
         Scenario::SqliteTx { rows } => sqlite_tx(rows),
         Scenario::Cost => cost(&ctx),
+        Scenario::Reaper { runs, stale } => reaper(&ctx, runs, stale),
         Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {

@@ -1,6 +1,7 @@
 //! Routing: match the request in the core's route table, resolve the principal, check the route's
 //! access once, run the handler, and map the outcome to HTTP in one place (`error.rs`).
 
+mod admin;
 pub mod error;
 mod reply;
 mod runner;
@@ -45,6 +46,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::Heartbeat(id) => runner::heartbeat(req, cx, &id).await,
         Route::AppendEvents(id) => runner::append(req, cx, &id).await,
         Route::Finish(id) => runner::finish(req, cx, &id).await,
+        Route::AdminReapers => admin::reapers(cx).await,
     }
 }
 

@@ -2,12 +2,13 @@
 //! `answer` module describes; a stream the object opened passes through.
 
 use super::error::json;
-use crate::{failure::Failure, session_do::client::Answer};
+use crate::{config, cx::Cx, failure::Failure, platform, session_do::client::Answer};
 use sema_core::{answer, session_protocol::SessionReply};
 use worker::Response;
 
-/// The HTTP response for what a session object answered.
-pub fn render(answer: Answer) -> Result<Response, Failure> {
+/// The HTTP response for what a session object answered (faces judged as of now).
+pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
+    let (now, staleness) = (platform::now_ms(), config::staleness(&cx.env));
     let reply = match answer {
         Answer::Stream(resp) => return Ok(resp),
         Answer::Reply(reply) => reply,
@@ -16,13 +17,16 @@ pub fn render(answer: Answer) -> Result<Response, Failure> {
         SessionReply::Admitted(a) if a.replayed => return Ok(replayed(a.status, a.body)),
         SessionReply::Admitted(a) => (a.status, a.body),
         SessionReply::Conflict(c) => return Err(c.to_api_error().into()),
-        SessionReply::Cancelled(c) => answer::cancelled(&c),
+        SessionReply::Cancelled(c) => answer::cancelled(&c, now, &staleness),
         SessionReply::Appended { seqs } => answer::appended(&seqs),
         SessionReply::Finished(run) => answer::finished(&run),
         SessionReply::SteerQueued { task_id, seq } => answer::steer_queued(&task_id, seq),
-        SessionReply::Waited(run) => answer::waited(&run),
+        SessionReply::Waited(run) => answer::waited(&run, now, &staleness),
         SessionReply::Refused(e) => return Err(e.into()),
         SessionReply::Failed { cause } => return Err(Failure::Infra(cause)),
+        SessionReply::Noted { .. } => {
+            return Err(Failure::Infra("a notice's reply is not an answer".into()))
+        }
     };
     Ok(json(status, body))
 }

@@ -1,8 +1,9 @@
 //! Runner protocol handlers: lease (long-poll on D1), heartbeat (fenced, on D1), and the writes that
 //! go through the session's Durable Object so subscribers see them live: events and finish.
 //!
-//! Every call after the lease carries `leaseEpoch`; the store checks it in the WHERE clause of each
-//! write, and a stale epoch answers `409 lease_lost` with nothing written.
+//! Every call after the lease carries `runnerId` and `leaseEpoch`; the store checks both in the WHERE
+//! clause of each write, and a stale epoch or another runner answers `409 lease_lost` with nothing
+//! written (epoch 0 never holds a run: a lease makes it at least 1).
 
 use super::{error::json, reply, runs::json_body};
 use crate::{cx::Cx, failure::Failure, platform, session_do::client};
@@ -56,12 +57,14 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
 /// delivered once, in order.
 pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, HeartbeatBody) = json_body(req).await?;
+    let holder = body.validate()?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
     let beat = cx
         .store()?
         .heartbeat(&Heartbeat {
             task_id: task_id.as_str(),
-            lease_epoch: body.lease_epoch,
+            lease_epoch: holder.lease_epoch,
+            runner_id: &holder.runner_id,
             delivery_id: &delivery_id,
             now: platform::now_ms(),
         })
@@ -110,11 +113,11 @@ async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
 pub async fn append(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
-    let (lease_epoch, events) = body.validate()?;
+    let (holder, events) = body.validate()?;
     let session = session_of(cx, task_id).await?;
     let call = SessionCall::Append {
         task_id: task_id.as_str().to_owned(),
-        lease_epoch,
+        holder,
         events: events
             .into_iter()
             .map(|e| WireEvent {
@@ -124,7 +127,7 @@ pub async fn append(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
             })
             .collect(),
     };
-    reply::render(client::call(cx, &session, &call).await?)
+    reply::render(cx, client::call(cx, &session, &call).await?)
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
@@ -135,7 +138,7 @@ pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
     let call = SessionCall::Finish {
         task_id: task_id.as_str().to_owned(),
         finish: WireFinish {
-            lease_epoch: f.lease_epoch,
+            holder: f.holder.clone(),
             status: f.status,
             result: f.result.as_ref().map(|r| r.to_string()),
             error: f.error.clone(),
@@ -143,5 +146,5 @@ pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
             done_json: f.done_json(),
         },
     };
-    reply::render(client::call(cx, &session, &call).await?)
+    reply::render(cx, client::call(cx, &session, &call).await?)
 }

@@ -4,13 +4,15 @@
 //! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
 use super::{error::json, reply};
-use crate::{cx::Cx, failure::Failure, platform, session_do::client};
+use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
     admission::AdmitInput,
+    answer,
     auth::{Principal, Role},
     idempotency::{self, Replay},
     ids::TaskId,
     list::{encode_cursor, RunListQuery},
+    liveness,
     run::RunRow,
     runner_wire::TaskMode,
     session_protocol::SessionCall,
@@ -128,14 +130,14 @@ pub async fn visible_run(
     Ok(run)
 }
 
-fn face_json(status: u16, run: &RunRow) -> Result<Response, Failure> {
-    let body = serde_json::to_string(&run.face()).map_err(|e| Failure::Infra(e.to_string()))?;
-    Ok(json(status, body))
-}
-
-/// `GET /v1/runs/{id}`.
+/// `GET /v1/runs/{id}`: the read face as of now (a silent running run reads `failed`, `run.stalled`).
 pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
-    face_json(200, &visible_run(cx, principal, task_id).await?)
+    let run = visible_run(cx, principal, task_id).await?;
+    let (code, body) = (
+        200,
+        answer::face(&run, platform::now_ms(), &config::staleness(&cx.env)),
+    );
+    Ok(json(code, body))
 }
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
@@ -161,22 +163,25 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
     let next = more
         .then(|| runs.last().map(|r| encode_cursor(r.created_at, &r.task_id)))
         .flatten();
-    let faces: Vec<_> = runs.iter().map(RunRow::face).collect();
+    let (now, staleness) = (platform::now_ms(), config::staleness(&cx.env));
+    let faces: Vec<_> = runs
+        .iter()
+        .map(|r| liveness::read_face(r, now, &staleness))
+        .collect();
     let body = serde_json::json!({ "runs": faces, "nextCursor": next });
     Ok(json(200, body.to_string()))
 }
 
 /// `POST /v1/runs/{id}/cancel`: a run no runner drives (or a parked one) is cancelled now and its
 /// claim released (200); a run a runner holds gets `cancelRequested` (202) and the runner finishes it.
+/// A run that already ended is answered as it is (write-once) — by its session's object, which also
+/// lets go of a claim it still remembers for it (a run ended out of band) and ends its streams.
 pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
     let store = cx.store()?;
     let session_id = match store.get_run(task_id.as_str()).await? {
         Some(run) => {
             if !principal.may_access(run.owner.as_deref()) {
                 return Err(ApiError::not_found("run").into());
-            }
-            if status::is_terminal(&run.status) {
-                return face_json(200, &run); // terminal is write-once: nothing to do
             }
             run.session_id
         }
@@ -352,5 +357,5 @@ async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, 
 
 /// Sends `call` to the session's object and renders its answer.
 async fn ask(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Response, Failure> {
-    reply::render(client::call(cx, session_id, call).await?)
+    reply::render(cx, client::call(cx, session_id, call).await?)
 }

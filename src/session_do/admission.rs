@@ -1,20 +1,30 @@
-//! Admission in the session object: decide from memory (`admission::decide`), else write the run,
-//! its claim and its key as one D1 batch; when D1 refuses because it holds the claim, carry out the
-//! core's `admission::reconcile` (adopt a live holder, release a provably dead one and retry once).
+//! Admission in the session object: decide from memory (`admission::decide`); write the run, its
+//! claim and its key as one D1 batch; and when the session looks held — in memory past its recheck
+//! time, or in D1 — judge the holder from its row (`liveness::judge`) and carry the verdict out:
+//! live → 409 (remembered, no D1 round trip until the recheck time); dead (row missing or terminal) →
+//! release the claim and write; stale (running, silent past its cutoff) → one D1 batch that fails
+//! the old row with the SPEC reason *guarded on the row as read*, moves the claim and admits, so a
+//! heartbeat landing first wins and the batch changes nothing. At most [`ATTEMPTS`] judgements, so a
+//! session that keeps changing under us ends in a 409, never a loop; never a 409 for a free session.
 
 use super::SessionDo;
-use crate::{cx::Cx, failure::Failure, platform};
+use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     admission::{
-        self, Admission, AdmitDecision, AdmitInput, Reconcile, SessionOwner, SessionState,
+        self, Admission, AdmitDecision, AdmitInput, Claim, Reconcile, SessionOwner, SessionState,
     },
     conflict::Conflict,
+    liveness::{self, Verdict},
     session_protocol::SessionReply,
-    sql::run_sql,
-    store::{AdmissionStore, CreateRun},
+    sql::run_sql::NewRun,
+    store::{AdmissionStore, CreateRun, RunReadStore, RunSnapshot, Takeover},
     wire::objective_preview,
     ApiError,
 };
+
+/// Judgements one admission may make (SPEC-core §2.4: one judgement, one re-mint after a takeover,
+/// one re-judgement after losing a race).
+const ATTEMPTS: u32 = 3;
 
 /// Why a submission was not admitted: the session is held (the stream form turns the materials into
 /// its `done` frame), or any other refusal or failure.
@@ -38,11 +48,28 @@ impl<E: Into<Failure>> From<E> for Refusal {
     }
 }
 
+/// What one write attempt sends to D1.
+enum Write<'a> {
+    /// A plain admission: the session looked free.
+    Fresh,
+    /// Fail the silent holder (guarded on this snapshot) with `reason`, then admit.
+    TakeOver {
+        snapshot: &'a RunSnapshot,
+        reason: &'a str,
+    },
+}
+
 impl SessionDo {
     pub(super) async fn admit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
         let state = self.load().await?;
-        match admission::decide(&state, input) {
-            AdmitDecision::Write => self.write_run(cx, state, input, true).await,
+        match admission::decide(&state, input, platform::now_ms()) {
+            AdmitDecision::Write => {
+                self.write_run(cx, state, input, Write::Fresh, ATTEMPTS)
+                    .await
+            }
+            AdmitDecision::Verify(claim) => {
+                self.adjudicate(cx, state, input, claim, ATTEMPTS).await
+            }
             AdmitDecision::SameTask(admitted) => Ok(Admission::of(202, &admitted)),
             AdmitDecision::Replay(r) => Ok(r.into()),
             AdmitDecision::Conflict(c) => Err(Refusal::Conflict(c)),
@@ -50,20 +77,71 @@ impl SessionDo {
         }
     }
 
-    /// Writes run + claim + key as one D1 batch, then remembers the claim. `retry_left` allows one
-    /// more write after D1 showed the session free or its holder dead.
+    /// Judges the holder named by `claim` from its row as it is now, and acts on the verdict.
+    async fn adjudicate(
+        &self,
+        cx: &Cx,
+        mut state: SessionState,
+        input: &AdmitInput,
+        mut claim: Claim,
+        attempts: u32,
+    ) -> Result<Admission, Refusal> {
+        let store = cx.store()?;
+        let row = store.get_run(&claim.task_id).await?;
+        let now = platform::now_ms();
+        let staleness = config::staleness(&self.env);
+        let retry = attempts > 1;
+        match (liveness::judge(row.as_ref(), now, &staleness), row) {
+            (Verdict::Live { deadline }, Some(row)) => {
+                claim.status = row.status;
+                claim.recheck_at = recheck_at(now, deadline, staleness.held_ms);
+                let conflict = admission::conflict_for(&input.session_id, &claim);
+                state.owner = Some(SessionOwner {
+                    id: input.owner.clone(),
+                });
+                state.claim = Some(claim);
+                self.save(state).await?;
+                self.arm_alarm().await?;
+                Err(Refusal::Conflict(conflict))
+            }
+            (Verdict::Dead, _) if retry => {
+                store.release_claim_of(&claim.task_id).await?;
+                state.claim = None;
+                self.write_run(cx, state, input, Write::Fresh, attempts - 1)
+                    .await
+            }
+            (Verdict::Stale { reason }, Some(row)) if retry => {
+                let snapshot = RunSnapshot::of(&row);
+                let write = Write::TakeOver {
+                    snapshot: &snapshot,
+                    reason: &reason,
+                };
+                state.claim = None;
+                self.write_run(cx, state, input, write, attempts - 1).await
+            }
+            _ => Err(Refusal::Conflict(admission::conflict_for(
+                &input.session_id,
+                &claim,
+            ))),
+        }
+    }
+
+    /// Writes run + claim + key as one D1 batch (after failing a silent holder, for a takeover),
+    /// then remembers the claim; a refusal on the claim is judged again while attempts remain.
     async fn write_run(
         &self,
         cx: &Cx,
         mut state: SessionState,
         input: &AdmitInput,
-        retry_left: bool,
+        write: Write<'_>,
+        attempts: u32,
     ) -> Result<Admission, Refusal> {
         let store = cx.store()?;
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let preview = objective_preview(&input.objective);
-        let instance = instance_id(&self.env);
-        let new_run = run_sql::NewRun {
+        let instance = config::instance_id(&self.env);
+        let now = platform::now_ms();
+        let new_run = NewRun {
             task_id: &input.task_id,
             session_id: &input.session_id,
             owner: input.owner.as_deref(),
@@ -71,19 +149,34 @@ impl SessionDo {
             objective: &input.objective,
             objective_preview: &preview,
             meta_json: &input.meta,
-            now: platform::now_ms(),
+            now,
             idempotency: input
                 .idempotency
                 .as_ref()
                 .map(|(key, fp)| (key.as_str(), fp.as_str(), 202, body.as_str())),
         };
-        match store.create_run(&new_run).await? {
+        let outcome = match write {
+            Write::Fresh => store.create_run(&new_run).await?,
+            Write::TakeOver { snapshot, reason } => {
+                store
+                    .take_over_and_create(&Takeover {
+                        snapshot,
+                        reason,
+                        new: &new_run,
+                    })
+                    .await?
+            }
+        };
+        match outcome {
             CreateRun::Created => {
+                let staleness = config::staleness(&self.env);
+                let recheck = now + staleness.held_ms.min(staleness.queued_ms);
                 state.owner = Some(SessionOwner {
                     id: input.owner.clone(),
                 });
-                state.claim = Some(admission::claim_of(input, &body));
+                state.claim = Some(admission::claim_of(input, &body, recheck));
                 self.save(state).await?;
+                self.arm_alarm().await?;
                 Ok(Admission {
                     status: 202,
                     body,
@@ -97,19 +190,17 @@ impl SessionDo {
                 Err(ApiError::not_found("session").into())
             }
             CreateRun::Held(holder) => {
-                match admission::reconcile(input, holder.as_ref(), retry_left) {
-                    Reconcile::Retry => Box::pin(self.write_run(cx, state, input, false)).await,
+                match admission::reconcile(input, holder.as_ref(), attempts > 1) {
+                    Reconcile::Retry => {
+                        Box::pin(self.write_run(cx, state, input, Write::Fresh, attempts - 1)).await
+                    }
                     Reconcile::ReleaseAndRetry { task_id } => {
                         store.release_claim_of(&task_id).await?;
-                        Box::pin(self.write_run(cx, state, input, false)).await
+                        Box::pin(self.write_run(cx, state, input, Write::Fresh, attempts - 1)).await
                     }
-                    Reconcile::Adopt { claim, conflict } => {
-                        state.owner = Some(SessionOwner {
-                            id: input.owner.clone(),
-                        });
-                        state.claim = Some(claim);
-                        self.save(state).await?;
-                        Err(Refusal::Conflict(conflict))
+                    // D1 names a non-terminal holder: judge it from its row before answering.
+                    Reconcile::Adopt { claim, .. } => {
+                        Box::pin(self.adjudicate(cx, state, input, claim, attempts)).await
                     }
                     Reconcile::Foreign { owner } => {
                         state.owner = Some(SessionOwner { id: owner });
@@ -131,8 +222,9 @@ impl SessionDo {
     }
 }
 
-fn instance_id(env: &worker::Env) -> String {
-    env.var("INSTANCE_ID")
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| "default".to_owned())
+/// When to look at a live holder again: its stale deadline, but no later than one held-run cutoff
+/// from now (a queued run may be leased, and its runner may die, long before its queue deadline).
+pub(super) fn recheck_at(now: i64, deadline: Option<i64>, held_ms: i64) -> i64 {
+    let cap = now.saturating_add(held_ms);
+    deadline.map_or(cap, |d| d.min(cap))
 }

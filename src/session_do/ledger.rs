@@ -2,13 +2,16 @@
 //! Each runs under the object's lock; frames are published right after the D1 commit (seq order).
 
 use super::SessionDo;
-use crate::{cx::Cx, failure::Failure, platform};
+use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     answer,
+    runner_wire::LeaseHolder,
     session_protocol::{CancelReply, SessionReply, WireEvent, WireFinish},
     sql::{event_sql::NewEvent, DbError},
     sse,
-    store::{Appended, EventRow, Finish, LedgerStore, RunReadStore, StoreError},
+    store::{
+        AdmissionStore, Append, Appended, EventRow, Finish, LedgerStore, RunReadStore, StoreError,
+    },
     ApiError,
 };
 
@@ -17,7 +20,7 @@ impl SessionDo {
         &self,
         cx: &Cx,
         task_id: &str,
-        lease_epoch: i64,
+        holder: LeaseHolder,
         events: Vec<WireEvent>,
     ) -> Result<SessionReply, Failure> {
         let new: Vec<NewEvent<'_>> = events
@@ -31,7 +34,13 @@ impl SessionDo {
         let now = platform::now_ms();
         let appended = match cx
             .store()?
-            .append_events(task_id, lease_epoch, &new, now)
+            .append_events(&Append {
+                task_id,
+                lease_epoch: holder.lease_epoch,
+                runner_id: &holder.runner_id,
+                events: &new,
+                now,
+            })
             .await
         {
             Err(StoreError::Db(DbError::Duplicate { .. })) => {
@@ -54,6 +63,7 @@ impl SessionDo {
             })
             .collect();
         self.hub.publish_events(task_id, &rows);
+        self.heard_from(task_id, now, config::staleness(&self.env).held_ms);
         Ok(SessionReply::Appended { seqs })
     }
 
@@ -67,7 +77,8 @@ impl SessionDo {
         let done_seq = store
             .finish_run(&Finish {
                 task_id,
-                lease_epoch: f.lease_epoch,
+                lease_epoch: f.holder.lease_epoch,
+                runner_id: &f.holder.runner_id,
                 status: f.status,
                 result_json: f.result.as_deref(),
                 error: f.error.as_deref(),
@@ -102,6 +113,23 @@ impl SessionDo {
         Ok(SessionReply::SteerQueued { task_id, seq })
     }
 
+    /// `task_id` ended (or lost its claim) outside this object: let its claim go here and in D1 if
+    /// its row is terminal or gone, and end its open streams and waiters with `done`.
+    pub(super) async fn end_run(&self, cx: &Cx, task_id: &str) -> Result<bool, Failure> {
+        let store = cx.store()?;
+        let run = store.get_run(task_id).await?;
+        let effects = answer::end_effects(run.as_ref());
+        let mut released = false;
+        if effects.forget_claim {
+            store.release_claim_of(task_id).await?;
+            released = self.forget_claim_of(task_id).await?;
+        }
+        if let Some((seq, frame)) = &effects.done {
+            self.hub.publish(task_id, *seq, frame, true);
+        }
+        Ok(released)
+    }
+
     pub(super) async fn cancel(
         &self,
         cx: &Cx,
@@ -109,7 +137,7 @@ impl SessionDo {
         session_id: String,
     ) -> Result<SessionReply, Failure> {
         let outcome = cx.store()?.cancel(&task_id, platform::now_ms()).await?;
-        let effects = answer::cancel_effects(outcome.run.as_ref());
+        let effects = answer::end_effects(outcome.run.as_ref());
         if effects.forget_claim {
             self.forget_claim_of(&task_id).await?;
         }

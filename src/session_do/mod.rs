@@ -11,11 +11,13 @@
 //! Ordering: D1 commits first, then the object's memory and storage follow; D1's unique key on
 //! `task_active` is the final judge (see `admission.rs`).
 //!
-//! Parts: `admission.rs` (admit and reconcile with D1), `ledger.rs` (append, finish, steer, cancel),
+//! Parts: `admission.rs` (admit; judge a held claim, take over a silent holder), `alarm.rs` (the
+//! alarm at the claim's recheck time), `ledger.rs` (append, finish, steer, cancel, runs ended elsewhere),
 //! `streams.rs` (SSE and waits), `fanout.rs` (subscribers and waiters), `state.rs` (the remembered
 //! claim), `client.rs` (the Worker's side of the protocol).
 
 mod admission;
+mod alarm;
 pub mod client;
 mod fanout;
 mod ledger;
@@ -73,6 +75,15 @@ impl DurableObject for SessionDo {
         let _ = resp.headers().set(METER_HEADER, &cx.meter.header());
         Ok(resp)
     }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        if let Err(f) = self.on_alarm().await {
+            worker::console_error!("session alarm: {f:?}");
+            // Try again soon rather than leave the claim unwatched; the cron is the backstop.
+            let _ = self.state.storage().set_alarm(5_000_i64).await;
+        }
+        Response::empty()
+    }
 }
 
 fn reply_response(reply: &SessionReply) -> worker::Result<Response> {
@@ -128,11 +139,14 @@ impl SessionDo {
             } => self.cancel(cx, task_id, session_id).await?,
             SessionCall::Append {
                 task_id,
-                lease_epoch,
+                holder,
                 events,
-            } => self.append(cx, &task_id, lease_epoch, events).await?,
+            } => self.append(cx, &task_id, holder, events).await?,
             SessionCall::Finish { task_id, finish } => self.finish(cx, &task_id, finish).await?,
             SessionCall::Steer { task_id, message } => self.steer(cx, task_id, &message).await?,
+            SessionCall::RunEnded { task_id } => SessionReply::Noted {
+                claim_released: self.end_run(cx, &task_id).await?,
+            },
         };
         Ok(Outcome::Reply(reply))
     }

@@ -32,13 +32,30 @@ impl SessionDo {
         Ok(())
     }
 
-    /// Drops the remembered claim if `task_id` holds it (its run just ended).
-    pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<(), Failure> {
+    /// Drops the remembered claim if `task_id` holds it (its run just ended); whether it did.
+    pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<bool, Failure> {
         let mut state = self.load().await?;
-        if state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
-            state.claim = None;
-            self.save(state).await?;
+        if !state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
+            return Ok(false);
         }
-        Ok(())
+        state.claim = None;
+        self.save(state).await?;
+        Ok(true)
+    }
+}
+
+impl SessionDo {
+    /// Evidence of life for `task_id` seen by the object (an append): push its claim's recheck time
+    /// out to one held-run cutoff from `now`. Memory only: losing it merely means an earlier look.
+    pub(super) fn heard_from(&self, task_id: &str, now: i64, held_ms: i64) {
+        if let Some(claim) = self
+            .memory
+            .borrow_mut()
+            .as_mut()
+            .and_then(|s| s.claim.as_mut())
+            .filter(|c| c.task_id == task_id)
+        {
+            claim.recheck_at = claim.recheck_at.max(now.saturating_add(held_ms));
+        }
     }
 }

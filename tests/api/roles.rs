@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 12] = [
+const TABLE: [(&str, &str, bool, bool, bool); 13] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -24,6 +24,7 @@ const TABLE: [(&str, &str, bool, bool, bool); 12] = [
     ("POST", "/v1/runs/no-such-run/heartbeat", false, true, true),
     ("POST", "/v1/runs/no-such-run/events", false, true, true),
     ("POST", "/v1/runs/no-such-run/finish", false, true, true),
+    ("GET", "/v1/admin/reapers", false, false, true),
 ];
 
 fn call(token: &str, method: &str, path: &str) -> Resp {

@@ -12,5 +12,6 @@ mod helpers;
 mod sse;
 
 mod execution;
+mod heal;
 mod protocol;
 mod tasks;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 #[test]
 fn two_runners_racing_for_leases_never_share_one() {
     let tasks: BTreeSet<String> = (0..16).map(|_| submit("say x").0).collect();
-    let got: Vec<Vec<(String, i64)>> = std::thread::scope(|s| {
+    let got: Vec<Vec<(String, i64, &str)>> = std::thread::scope(|s| {
         let handles: Vec<_> = ["racer-a", "racer-b"]
             .iter()
             .map(|id| {
@@ -15,6 +15,7 @@ fn two_runners_racing_for_leases_never_share_one() {
                         mine.push((
                             l["taskId"].as_str().unwrap().to_owned(),
                             l["leaseEpoch"].as_i64().unwrap(),
+                            *id,
                         ));
                     }
                     mine
@@ -23,8 +24,8 @@ fn two_runners_racing_for_leases_never_share_one() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let a: BTreeSet<_> = got[0].iter().map(|(t, _)| t.clone()).collect();
-    let b: BTreeSet<_> = got[1].iter().map(|(t, _)| t.clone()).collect();
+    let a: BTreeSet<_> = got[0].iter().map(|(t, ..)| t.clone()).collect();
+    let b: BTreeSet<_> = got[1].iter().map(|(t, ..)| t.clone()).collect();
     assert!(
         a.is_disjoint(&b),
         "shared leases: {:?}",
@@ -39,10 +40,10 @@ fn two_runners_racing_for_leases_never_share_one() {
         a.len() + b.len(),
         "a runner leased one run twice"
     );
-    for (task, epoch) in got.iter().flatten() {
+    for (task, epoch, runner) in got.iter().flatten() {
         let r = runner_client().post_json(
             &format!("/v1/runs/{task}/finish"),
-            &json!({"leaseEpoch": epoch, "status": "completed"}),
+            &json!({"runnerId": runner, "leaseEpoch": epoch, "status": "completed"}),
         );
         assert_eq!(r.status, 200, "{}", r.body);
     }
@@ -59,36 +60,53 @@ fn a_write_with_a_stale_epoch_changes_nothing() {
     let path = |verb: &str| format!("/v1/runs/{task}/{verb}");
     let ok = rc.post_json(
         &path("events"),
-        &json!({"leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": "a"}}]}),
+        &json!({"runnerId": "manual-runner", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": "a"}}]}),
     );
     assert_eq!(ok.json()["seqs"], json!([1]));
     for stale in [epoch - 1, epoch + 1] {
         rc.post_json(
             &path("events"),
-            &json!({"leaseEpoch": stale, "events": [{"type": "x"}]}),
+            &json!({"runnerId": "manual-runner", "leaseEpoch": stale, "events": [{"type": "x"}]}),
         )
         .assert_refusal(409, "lease_lost");
-        rc.post_json(&path("heartbeat"), &json!({"leaseEpoch": stale}))
-            .assert_refusal(409, "lease_lost");
+        rc.post_json(
+            &path("heartbeat"),
+            &json!({"runnerId": "manual-runner", "leaseEpoch": stale}),
+        )
+        .assert_refusal(409, "lease_lost");
         rc.post_json(
             &path("finish"),
-            &json!({"leaseEpoch": stale, "status": "completed"}),
+            &json!({"runnerId": "manual-runner", "leaseEpoch": stale, "status": "completed"}),
         )
         .assert_refusal(409, "lease_lost");
     }
+    // The right epoch from a runner that does not hold the lease is refused the same way.
+    rc.post_json(
+        &path("heartbeat"),
+        &json!({"runnerId": "impostor", "leaseEpoch": epoch}),
+    )
+    .assert_refusal(409, "lease_lost");
+    rc.post_json(
+        &path("finish"),
+        &json!({"runnerId": "impostor", "leaseEpoch": epoch, "status": "completed"}),
+    )
+    .assert_refusal(409, "lease_lost");
     assert_eq!(ledger(&task).len(), 1);
     assert_eq!(run(&task)["status"], "running");
-    let beat = rc.post_json(&path("heartbeat"), &json!({"leaseEpoch": epoch}));
+    let beat = rc.post_json(
+        &path("heartbeat"),
+        &json!({"runnerId": "manual-runner", "leaseEpoch": epoch}),
+    );
     assert_eq!(beat.json(), json!({"cancelRequested": false, "steer": []}));
     let done = rc.post_json(
         &path("finish"),
-        &json!({"leaseEpoch": epoch, "status": "blocked", "error": "needs a human"}),
+        &json!({"runnerId": "manual-runner", "leaseEpoch": epoch, "status": "blocked", "error": "needs a human"}),
     );
     assert_eq!(done.json()["status"], "blocked");
     // Write-once: a second finish with the right epoch is refused too.
     rc.post_json(
         &path("finish"),
-        &json!({"leaseEpoch": epoch, "status": "completed"}),
+        &json!({"runnerId": "manual-runner", "leaseEpoch": epoch, "status": "completed"}),
     )
     .assert_refusal(409, "lease_lost");
     let book = ledger(&task);
@@ -113,29 +131,32 @@ fn runner_routes_need_a_runner_credential_and_valid_bodies() {
     let epoch = l["leaseEpoch"].as_i64().unwrap();
     let path = format!("/v1/runs/{task}/events");
     for body in [
-        json!({"leaseEpoch": epoch, "events": []}),
-        json!({"leaseEpoch": epoch, "events": [{"type": "done"}]}),
-        json!({"leaseEpoch": epoch, "events": [{"type": "ok", "extra": 1}]}),
-        json!({"events": [{"type": "ok"}]}),
+        json!({"runnerId": "validator", "leaseEpoch": epoch, "events": []}),
+        json!({"runnerId": "validator", "leaseEpoch": epoch, "events": [{"type": "done"}]}),
+        json!({"runnerId": "validator", "leaseEpoch": epoch, "events": [{"type": "ok", "extra": 1}]}),
+        json!({"runnerId": "validator", "events": [{"type": "ok"}]}),
     ] {
         rc.post_json(&path, &body)
             .assert_refusal(400, "invalid_request");
     }
     let too_many: Vec<_> = (0..501).map(|_| json!({"type": "t"})).collect();
-    rc.post_json(&path, &json!({"leaseEpoch": epoch, "events": too_many}))
-        .assert_refusal(400, "invalid_request");
-    let dup = json!({"leaseEpoch": epoch, "events": [{"type": "t", "eventId": "same"}]});
+    rc.post_json(
+        &path,
+        &json!({"runnerId": "validator", "leaseEpoch": epoch, "events": too_many}),
+    )
+    .assert_refusal(400, "invalid_request");
+    let dup = json!({"runnerId": "validator", "leaseEpoch": epoch, "events": [{"type": "t", "eventId": "same"}]});
     assert_eq!(rc.post_json(&path, &dup).status, 200);
     rc.post_json(&path, &dup)
         .assert_refusal(409, "conflict.duplicate_event_id");
     rc.post_json(
         &format!("/v1/runs/{task}/finish"),
-        &json!({"leaseEpoch": epoch, "status": "running"}),
+        &json!({"runnerId": "validator", "leaseEpoch": epoch, "status": "running"}),
     )
     .assert_refusal(400, "invalid_request");
     let done = rc.post_json(
         &format!("/v1/runs/{task}/finish"),
-        &json!({"leaseEpoch": epoch, "status": "completed"}),
+        &json!({"runnerId": "validator", "leaseEpoch": epoch, "status": "completed"}),
     );
     assert_eq!(done.status, 200);
     assert_eq!(

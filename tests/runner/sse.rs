@@ -44,11 +44,21 @@ pub fn read_sse(
     last_event_id: Option<i64>,
     max: usize,
 ) -> (Vec<Frame>, Vec<(String, String)>) {
+    read_sse_at(&server(), path, last_event_id, max)
+}
+
+/// [`read_sse`] against the server at `base`.
+pub fn read_sse_at(
+    base: &str,
+    path: &str,
+    last_event_id: Option<i64>,
+    max: usize,
+) -> (Vec<Frame>, Vec<(String, String)>) {
     let agent = ureq::AgentBuilder::new()
         .timeout_read(Duration::from_secs(30))
         .build();
     let mut req = agent
-        .get(&format!("{}{path}", server()))
+        .get(&format!("{base}{path}"))
         .set("accept", "text/event-stream");
     if let Some(id) = last_event_id {
         req = req.set("last-event-id", &id.to_string());

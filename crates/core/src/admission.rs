@@ -45,6 +45,12 @@ pub struct Claim {
     /// Set when the claim holder was admitted under an idempotency key.
     #[serde(default)]
     pub idempotency: Option<IdempotencyBinding>,
+    /// When the object must look at the holder's row again before answering 409 from memory: the
+    /// holder's stale deadline as last seen, and at most one held-run cutoff after the last evidence
+    /// of life the object saw (admission, append, a read of the row). Until then a conflict costs no
+    /// D1 round trip. (0, e.g. a claim stored before this field existed: look now.)
+    #[serde(default)]
+    pub recheck_at: i64,
 }
 
 /// One submission as the Durable Object receives it.
@@ -73,12 +79,15 @@ pub enum AdmitDecision {
     Replay(Replay),
     /// The session is held by another run: 409 with these materials (or, on a stream, its `done`).
     Conflict(Conflict),
+    /// The claim has not been confirmed for too long: read the holder's row and judge it
+    /// (`liveness::judge`) before answering.
+    Verify(Claim),
     /// Refuse: 404 for someone else's session, or 422 for a reused key.
     Refuse(ApiError),
 }
 
-/// Decides a submission against the session's state.
-pub fn decide(state: &SessionState, input: &AdmitInput) -> AdmitDecision {
+/// Decides a submission against the session's state at `now`.
+pub fn decide(state: &SessionState, input: &AdmitInput, now: i64) -> AdmitDecision {
     if let Some(owner) = &state.owner {
         if owner.id != input.owner {
             return AdmitDecision::Refuse(ApiError::not_found("session"));
@@ -101,6 +110,9 @@ pub fn decide(state: &SessionState, input: &AdmitInput) -> AdmitDecision {
             session_id: input.session_id.clone(),
             status: crate::status::RUNNING.to_owned(),
         });
+    }
+    if now >= claim.recheck_at {
+        return AdmitDecision::Verify(claim.clone());
     }
     AdmitDecision::Conflict(conflict_for(&input.session_id, claim))
 }
@@ -152,9 +164,11 @@ impl From<Replay> for Admission {
     }
 }
 
-/// The claim the object remembers once `input`'s admission batch committed (`body` is its answer).
-pub fn claim_of(input: &AdmitInput, body: &str) -> Claim {
+/// The claim the object remembers once `input`'s admission batch committed (`body` is its answer),
+/// to be confirmed against the row again at `recheck_at`.
+pub fn claim_of(input: &AdmitInput, body: &str, recheck_at: i64) -> Claim {
     Claim {
+        recheck_at,
         task_id: input.task_id.clone(),
         owner: input.owner.clone(),
         status: status::RUNNING.to_owned(),
@@ -213,6 +227,7 @@ pub fn reconcile(input: &AdmitInput, holder: Option<&ClaimHolder>, retry_left: b
                 status: s.clone(),
                 gate_kind: None,
                 idempotency: None,
+                recheck_at: 0,
             };
             let conflict = conflict_for(session, &claim);
             Reconcile::Adopt { claim, conflict }
@@ -298,6 +313,7 @@ mod tests {
                 owner: owner.map(Into::into),
                 status: "running".into(),
                 gate_kind: None,
+                recheck_at: 100,
                 idempotency: key.map(|(k, f)| IdempotencyBinding {
                     scoped_key: k.into(),
                     fingerprint: f.into(),
@@ -312,7 +328,7 @@ mod tests {
     #[test]
     fn a_fresh_session_is_written() {
         assert_eq!(
-            decide(&SessionState::default(), &input("T", false, None, None)),
+            decide(&SessionState::default(), &input("T", false, None, None), 0),
             AdmitDecision::Write
         );
     }
@@ -320,7 +336,7 @@ mod tests {
     #[test]
     fn a_held_session_refuses_with_the_running_holder_conflict() {
         let AdmitDecision::Conflict(c) =
-            decide(&held("A", None, None), &input("B", false, None, None))
+            decide(&held("A", None, None), &input("B", false, None, None), 0)
         else {
             panic!("expected a conflict");
         };
@@ -335,6 +351,7 @@ mod tests {
         let d = decide(
             &held("A", Some("p"), None),
             &input("A", true, Some("p"), None),
+            0,
         );
         assert_eq!(
             d,
@@ -349,7 +366,7 @@ mod tests {
     #[test]
     fn a_server_minted_id_equal_to_the_holder_is_still_a_conflict() {
         assert!(matches!(
-            decide(&held("A", None, None), &input("A", false, None, None)),
+            decide(&held("A", None, None), &input("A", false, None, None), 0),
             AdmitDecision::Conflict(_)
         ));
     }
@@ -359,6 +376,7 @@ mod tests {
         let AdmitDecision::Refuse(e) = decide(
             &held("A", Some("alice"), None),
             &input("A", true, Some("bob"), None),
+            0,
         ) else {
             panic!("expected a refusal");
         };
@@ -368,14 +386,15 @@ mod tests {
     #[test]
     fn the_holders_key_replays_with_the_same_request_and_refuses_a_different_one() {
         let state = held("A", None, Some(("k", "f1")));
-        match decide(&state, &input("B", false, None, Some(("k", "f1")))) {
+        match decide(&state, &input("B", false, None, Some(("k", "f1"))), 0) {
             AdmitDecision::Replay(r) => {
                 assert_eq!((r.status, r.body), (202, admitted_body("A", "S")));
                 assert_eq!(r.task_id, "A");
             }
             other => panic!("{other:?}"),
         }
-        let AdmitDecision::Refuse(e) = decide(&state, &input("B", false, None, Some(("k", "f2"))))
+        let AdmitDecision::Refuse(e) =
+            decide(&state, &input("B", false, None, Some(("k", "f2"))), 0)
         else {
             panic!("expected a refusal");
         };
@@ -386,11 +405,25 @@ mod tests {
     fn a_different_key_on_a_held_session_is_a_conflict() {
         let state = held("A", None, Some(("k", "f1")));
         let AdmitDecision::Conflict(c) =
-            decide(&state, &input("B", false, None, Some(("other", "f1"))))
+            decide(&state, &input("B", false, None, Some(("other", "f1"))), 0)
         else {
             panic!("expected a conflict");
         };
         assert_eq!(c.to_api_error().status(), 409);
+    }
+
+    #[test]
+    fn a_claim_past_its_recheck_time_is_verified_against_its_row_before_any_409() {
+        let state = held("A", None, None);
+        assert!(matches!(
+            decide(&state, &input("B", false, None, None), 99),
+            AdmitDecision::Conflict(_)
+        ));
+        let AdmitDecision::Verify(claim) = decide(&state, &input("B", false, None, None), 100)
+        else {
+            panic!("expected a verification");
+        };
+        assert_eq!(claim.task_id, "A");
     }
 
     #[test]
@@ -511,7 +544,8 @@ mod tests {
     #[test]
     fn the_remembered_claim_carries_the_key_binding_and_its_answer() {
         let i = input("T", false, None, Some(("k", "f")));
-        let c = claim_of(&i, "{}");
+        let c = claim_of(&i, "{}", 7);
+        assert_eq!(c.recheck_at, 7);
         let b = c.idempotency.unwrap();
         assert_eq!(
             (

@@ -2,24 +2,29 @@
 //! append, a steer, a finish; and what a cancel obliges the object to do. The adapter renders these,
 //! so every body is decided (and tested) here once.
 
-use crate::{run::RunRow, session_protocol::CancelReply, sse, status};
+use crate::{
+    liveness::{read_face, Staleness, STALLED_CODE, STALLED_ERROR},
+    run::RunRow,
+    session_protocol::CancelReply,
+    sse, status,
+};
 use serde_json::json;
 
 /// A status and a JSON body (text: the face keeps its field order on the wire).
 pub type Answer = (u16, String);
 
-/// The read face of a run, as JSON text.
-pub fn face(run: &RunRow) -> String {
-    serde_json::to_string(&run.face()).unwrap_or_default()
+/// The read face of a run as of `now`, as JSON text (a silent running run reads `failed`).
+pub fn face(run: &RunRow, now: i64, s: &Staleness) -> String {
+    serde_json::to_string(&read_face(run, now, s)).unwrap_or_default()
 }
 
 /// `POST /v1/runs/{id}/cancel` after the object's batch: 200 with the face when the run is terminal
 /// (cancelled now, or it had already ended), 202 when a runner holds it and was asked to stop; with no
 /// row, 200 saying whether a claim naming the task was released (the self-rescue path).
-pub fn cancelled(reply: &CancelReply) -> Answer {
+pub fn cancelled(reply: &CancelReply, now: i64, s: &Staleness) -> Answer {
     match &reply.run {
-        Some(run) if status::is_terminal(&run.status) => (200, face(run)),
-        Some(run) => (202, face(run)),
+        Some(run) if status::is_terminal(&run.status) => (200, face(run, now, s)),
+        Some(run) => (202, face(run, now, s)),
         None => (
             200,
             json!({
@@ -32,9 +37,9 @@ pub fn cancelled(reply: &CancelReply) -> Answer {
     }
 }
 
-/// What a cancel obliges the session object to do, beyond answering.
+/// What the end of a run (or a cancel that may have ended it) obliges the session object to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CancelEffects {
+pub struct EndEffects {
     /// Forget the claim if this task holds it: its row is terminal or gone, so nothing drives it.
     pub forget_claim: bool,
     /// End the run's open streams and waiters with this `done` frame `(seq, frame)`: the run ended
@@ -43,20 +48,21 @@ pub struct CancelEffects {
     pub done: Option<(i64, String)>,
 }
 
-pub fn cancel_effects(run: Option<&RunRow>) -> CancelEffects {
+/// From the run's row as read after a cancel, a reaper pass or an out-of-band end (`None`: no row).
+pub fn end_effects(run: Option<&RunRow>) -> EndEffects {
     match run {
-        None => CancelEffects {
+        None => EndEffects {
             forget_claim: true,
             done: None,
         },
         Some(run) if status::is_terminal(&run.status) => {
             let seq = run.last_seq + 1;
-            CancelEffects {
+            EndEffects {
                 forget_claim: true,
                 done: Some((seq, sse::done_frame(seq, &sse::done_result(run)))),
             }
         }
-        Some(_) => CancelEffects {
+        Some(_) => EndEffects {
             forget_claim: false,
             done: None,
         },
@@ -64,17 +70,23 @@ pub fn cancel_effects(run: Option<&RunRow>) -> CancelEffects {
 }
 
 /// A synchronous wait's answer: 200 with the terminal result plus `taskId` and `sessionId` once the
-/// run ended, else 202 with the read face (the wait ran out).
-pub fn waited(run: &RunRow) -> Answer {
-    if status::is_terminal(&run.status) {
-        let mut body = sse::done_result(run);
+/// run ended (a silent running run counts as failed with `run.stalled`, as its read face says), else
+/// 202 with the read face (the wait ran out).
+pub fn waited(run: &RunRow, now: i64, s: &Staleness) -> Answer {
+    let ended = status::is_terminal(&run.status) || s.is_stale(run, now);
+    if ended {
+        let mut body = if status::is_terminal(&run.status) {
+            sse::done_result(run)
+        } else {
+            json!({"status": "failed", "error": STALLED_ERROR, "errorCode": STALLED_CODE})
+        };
         if let Some(m) = body.as_object_mut() {
             m.insert("taskId".into(), run.task_id.clone().into());
             m.insert("sessionId".into(), run.session_id.clone().into());
         }
         (200, body.to_string())
     } else {
-        (202, face(run))
+        (202, face(run, now, s))
     }
 }
 
@@ -91,15 +103,21 @@ pub fn steer_queued(task_id: &str, seq: i64) -> Answer {
     )
 }
 
-/// A runner's finish: the run's face after it.
+/// A runner's finish: the run's face after it (terminal: nothing to judge).
 pub fn finished(run: &RunRow) -> Answer {
-    (200, face(run))
+    (200, serde_json::to_string(&run.face()).unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    const S: Staleness = Staleness {
+        held_ms: 10,
+        queued_ms: 10,
+        lease_ack_ms: 10,
+    };
 
     fn parsed((code, body): Answer) -> (u16, Value) {
         (code, serde_json::from_str(&body).unwrap())
@@ -128,17 +146,17 @@ mod tests {
 
     #[test]
     fn a_cancelled_run_answers_200_with_its_face_and_a_held_one_202() {
-        let (code, body) = parsed(cancelled(&reply(Some(run("cancelled", 3)))));
+        let (code, body) = parsed(cancelled(&reply(Some(run("cancelled", 3))), 1, &S));
         assert_eq!((code, body["status"].as_str()), (200, Some("cancelled")));
         assert_eq!(body["heldBy"], Value::Null);
-        let (code, body) = parsed(cancelled(&reply(Some(run("running", 3)))));
+        let (code, body) = parsed(cancelled(&reply(Some(run("running", 3))), 1, &S));
         assert_eq!((code, body["cancelRequested"].as_bool()), (202, Some(true)));
     }
 
     #[test]
     fn a_cancel_without_a_row_says_whether_it_released_a_claim() {
         assert_eq!(
-            parsed(cancelled(&reply(None))),
+            parsed(cancelled(&reply(None), 1, &S)),
             (
                 200,
                 json!({"taskId": "T", "sessionId": "S", "claimReleased": true})
@@ -148,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_cancel_that_ended_the_run_forgets_the_claim_and_ends_streams_after_the_last_seq() {
-        let e = cancel_effects(Some(&run("cancelled", 3)));
+        let e = end_effects(Some(&run("cancelled", 3)));
         assert!(e.forget_claim);
         let (seq, frame) = e.done.unwrap();
         assert_eq!(seq, 4);
@@ -159,15 +177,15 @@ mod tests {
     #[test]
     fn a_cancel_of_a_held_run_changes_nothing_in_the_object_and_a_missing_row_frees_the_claim() {
         assert_eq!(
-            cancel_effects(Some(&run("running", 3))),
-            CancelEffects {
+            end_effects(Some(&run("running", 3))),
+            EndEffects {
                 forget_claim: false,
                 done: None
             }
         );
         assert_eq!(
-            cancel_effects(None),
-            CancelEffects {
+            end_effects(None),
+            EndEffects {
                 forget_claim: true,
                 done: None
             }
@@ -176,20 +194,30 @@ mod tests {
 
     #[test]
     fn a_wait_answers_the_result_once_the_run_ended_and_the_face_while_it_runs() {
-        let (code, body) = parsed(waited(&run("cancelled", 0)));
+        let (code, body) = parsed(waited(&run("cancelled", 0), 1, &S));
         assert_eq!(code, 200);
         assert_eq!(
             body,
             json!({"status": "cancelled", "error": "cancelled by user", "taskId": "T", "sessionId": "S"})
         );
-        let (code, body) = parsed(waited(&run("running", 0)));
+        let (code, body) = parsed(waited(&run("running", 0), 1, &S));
         assert_eq!((code, body["heldBy"].as_str()), (202, Some("r1")));
     }
 
     #[test]
     fn the_face_keeps_its_wire_field_order() {
-        assert!(face(&run("completed", 1))
+        assert!(face(&run("completed", 1), 1, &S)
             .starts_with("{\"taskId\":\"T\",\"sessionId\":\"S\",\"status\""));
+    }
+
+    #[test]
+    fn a_wait_on_a_silent_running_run_answers_it_failed_as_stalled() {
+        let (code, body) = parsed(waited(&run("running", 0), 12, &S));
+        assert_eq!(code, 200);
+        assert_eq!(
+            body,
+            json!({"status": "failed", "error": STALLED_ERROR, "errorCode": "run.stalled", "taskId": "T", "sessionId": "S"})
+        );
     }
 
     #[test]

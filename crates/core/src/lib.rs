@@ -16,6 +16,7 @@ pub mod ids;
 pub mod leader;
 pub mod list;
 pub mod liveness;
+pub mod reaper;
 pub mod route;
 pub mod run;
 pub mod runner_wire;

@@ -22,6 +22,8 @@ pub enum Route {
     Steer(TaskId),
     Lease,
     SubmitTask,
+    /// `GET /v1/admin/reapers`: the last reaper ticks.
+    AdminReapers,
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -35,6 +37,8 @@ pub enum Access {
     ClientSide,
     /// The runner protocol: runner credentials (and operators).
     RunnerSide,
+    /// Operators only (diagnostics).
+    Operator,
 }
 
 impl Access {
@@ -43,6 +47,7 @@ impl Access {
             Self::Public => true,
             Self::ClientSide => matches!(role, Role::Client | Role::Operator),
             Self::RunnerSide => matches!(role, Role::Runner | Role::Operator),
+            Self::Operator => role == Role::Operator,
         }
     }
 
@@ -53,6 +58,7 @@ impl Access {
         }
         Err(ApiError::forbidden(match self {
             Self::RunnerSide => "runner routes need a runner credential",
+            Self::Operator => "this route needs an operator credential",
             Self::Public | Self::ClientSide => "runner credentials cannot use client routes",
         }))
     }
@@ -73,6 +79,7 @@ impl Route {
             Self::Lease | Self::Heartbeat(_) | Self::AppendEvents(_) | Self::Finish(_) => {
                 Access::RunnerSide
             }
+            Self::AdminReapers => Access::Operator,
         }
     }
 }
@@ -129,6 +136,7 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
         }
         ["v1", "runner", "lease"] => only("POST", Route::Lease),
         ["v1", "tasks"] => only("POST", Route::SubmitTask),
+        ["v1", "admin", "reapers"] => only("GET", Route::AdminReapers),
         _ => Err(ApiError::route_not_found()),
     }
 }
@@ -172,7 +180,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 12] = [
+    const TABLE: [(&str, &str); 13] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -185,6 +193,7 @@ mod tests {
         ("POST", "/v1/runs/t/steer"),
         ("POST", "/v1/runner/lease"),
         ("POST", "/v1/tasks"),
+        ("GET", "/v1/admin/reapers"),
     ];
 
     /// (client, runner, operator) may call it.
@@ -201,6 +210,7 @@ mod tests {
             Route::AppendEvents(_) | Route::Heartbeat(_) | Route::Finish(_) | Route::Lease => {
                 (false, true, true)
             }
+            Route::AdminReapers => (false, false, true),
         }
     }
 

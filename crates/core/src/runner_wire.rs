@@ -6,7 +6,7 @@ use crate::{
     status::{TerminalStatus, FINISH_STATUSES},
     wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Longest long-poll a lease request may ask for.
@@ -41,11 +41,45 @@ impl LeaseBody {
     }
 }
 
+/// Who writes for a run: the runner that holds its lease (the `runnerId` it leased with) and the
+/// lease's epoch. Every runner write carries both; the store fences on both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseHolder {
+    pub runner_id: String,
+    pub lease_epoch: i64,
+}
+
+impl LeaseHolder {
+    fn parse(runner_id: String, lease_epoch: i64) -> Result<Self, ApiError> {
+        if !is_safe_id(&runner_id) {
+            return Err(ApiError::invalid_field("runnerId", SAFE_ID_RULE));
+        }
+        if !(0..=crate::sql::JS_SAFE_INT).contains(&lease_epoch) {
+            return Err(ApiError::invalid_field(
+                "leaseEpoch",
+                "must be an integer in 0..=2^53-1",
+            ));
+        }
+        Ok(Self {
+            runner_id,
+            lease_epoch,
+        })
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatBody {
+    #[serde(rename = "runnerId")]
+    pub runner_id: String,
     #[serde(rename = "leaseEpoch")]
     pub lease_epoch: i64,
+}
+
+impl HeartbeatBody {
+    pub fn validate(self) -> Result<LeaseHolder, ApiError> {
+        LeaseHolder::parse(self.runner_id, self.lease_epoch)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +96,8 @@ pub struct EventIn {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsBody {
+    #[serde(rename = "runnerId")]
+    pub runner_id: String,
     #[serde(rename = "leaseEpoch")]
     pub lease_epoch: i64,
     pub events: Vec<EventIn>,
@@ -83,7 +119,8 @@ fn event_type_ok(t: &str) -> bool {
 }
 
 impl EventsBody {
-    pub fn validate(self) -> Result<(i64, Vec<ValidEvent>), ApiError> {
+    pub fn validate(self) -> Result<(LeaseHolder, Vec<ValidEvent>), ApiError> {
+        let holder = LeaseHolder::parse(self.runner_id, self.lease_epoch)?;
         if self.events.is_empty() || self.events.len() > EVENTS_PER_CALL_MAX {
             return Err(ApiError::invalid_field(
                 "events",
@@ -122,13 +159,15 @@ impl EventsBody {
                 event_id: e.event_id,
             });
         }
-        Ok((self.lease_epoch, out))
+        Ok((holder, out))
     }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FinishBody {
+    #[serde(rename = "runnerId")]
+    pub runner_id: String,
     #[serde(rename = "leaseEpoch")]
     pub lease_epoch: i64,
     pub status: String,
@@ -143,7 +182,7 @@ pub struct FinishBody {
 /// A validated finish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {
-    pub lease_epoch: i64,
+    pub holder: LeaseHolder,
     pub status: TerminalStatus,
     pub result: Option<Value>,
     pub error: Option<String>,
@@ -196,7 +235,7 @@ impl FinishBody {
             }
         }
         Ok(Finish {
-            lease_epoch: self.lease_epoch,
+            holder: LeaseHolder::parse(self.runner_id, self.lease_epoch)?,
             status,
             result: self.result.filter(|r| !r.is_null()),
             error: self.error,
@@ -309,16 +348,16 @@ mod tests {
 
     #[test]
     fn event_batches_are_1_to_500_well_named_events_and_never_done() {
-        let ok = parse::<EventsBody>(r#"{"leaseEpoch":1,"events":[{"type":"text_delta","data":{"delta":"a"}},{"type":"x"}]}"#)
+        let ok = parse::<EventsBody>(r#"{"runnerId":"r1","leaseEpoch":1,"events":[{"type":"text_delta","data":{"delta":"a"}},{"type":"x"}]}"#)
             .unwrap()
             .validate()
             .unwrap();
         assert_eq!(ok.1[1].data, "{}");
         for bad in [
-            r#"{"leaseEpoch":1,"events":[]}"#,
-            r#"{"leaseEpoch":1,"events":[{"type":"done"}]}"#,
-            r#"{"leaseEpoch":1,"events":[{"type":"a b"}]}"#,
-            r#"{"leaseEpoch":1,"events":[{"type":"a","eventId":""}]}"#,
+            r#"{"runnerId":"r1","leaseEpoch":1,"events":[]}"#,
+            r#"{"runnerId":"r1","leaseEpoch":1,"events":[{"type":"done"}]}"#,
+            r#"{"runnerId":"r1","leaseEpoch":1,"events":[{"type":"a b"}]}"#,
+            r#"{"runnerId":"r1","leaseEpoch":1,"events":[{"type":"a","eventId":""}]}"#,
         ] {
             assert_eq!(
                 parse::<EventsBody>(bad)
@@ -331,7 +370,7 @@ mod tests {
             );
         }
         let many = format!(
-            r#"{{"leaseEpoch":1,"events":[{}]}}"#,
+            r#"{{"runnerId":"r1","leaseEpoch":1,"events":[{}]}}"#,
             vec![r#"{"type":"a"}"#; 501].join(",")
         );
         assert!(parse::<EventsBody>(&many).unwrap().validate().is_err());
@@ -340,7 +379,7 @@ mod tests {
     #[test]
     fn finish_takes_only_terminal_words_and_builds_the_done_result() {
         let f = parse::<FinishBody>(
-            r#"{"leaseEpoch":2,"status":"failed","error":"boom","errorCode":"tool.crash"}"#,
+            r#"{"runnerId":"r1","leaseEpoch":2,"status":"failed","error":"boom","errorCode":"tool.crash"}"#,
         )
         .unwrap()
         .validate()
@@ -350,11 +389,35 @@ mod tests {
             r#"{"error":"boom","errorCode":"tool.crash","status":"failed"}"#
         );
         for bad in ["running", "suspended", "done", "COMPLETED"] {
-            let json = format!(r#"{{"leaseEpoch":1,"status":"{bad}"}}"#);
+            let json = format!(r#"{{"runnerId":"r1","leaseEpoch":1,"status":"{bad}"}}"#);
             assert!(
                 parse::<FinishBody>(&json).unwrap().validate().is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn runner_writes_name_their_runner_and_a_js_safe_epoch() {
+        let h = parse::<HeartbeatBody>(r#"{"runnerId":"r1","leaseEpoch":3}"#)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(
+            h,
+            LeaseHolder {
+                runner_id: "r1".into(),
+                lease_epoch: 3
+            }
+        );
+        assert!(parse::<HeartbeatBody>(r#"{"leaseEpoch":3}"#).is_err());
+        for bad in [
+            r#"{"runnerId":"r 1","leaseEpoch":3}"#,
+            r#"{"runnerId":"r1","leaseEpoch":-1}"#,
+            r#"{"runnerId":"r1","leaseEpoch":9007199254740992}"#,
+        ] {
+            let e = parse::<HeartbeatBody>(bad).unwrap().validate().unwrap_err();
+            assert_eq!(e.status(), 400, "{bad}");
         }
     }
 

@@ -12,7 +12,8 @@
 
 pub use crate::admission::Admission;
 use crate::{
-    admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow, status::TerminalStatus,
+    admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow,
+    runner_wire::LeaseHolder, status::TerminalStatus,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +60,7 @@ pub enum SessionCall {
     },
     Append {
         task_id: String,
-        lease_epoch: i64,
+        holder: LeaseHolder,
         events: Vec<WireEvent>,
     },
     Finish {
@@ -69,6 +70,11 @@ pub enum SessionCall {
     Steer {
         task_id: String,
         message: String,
+    },
+    /// A run of this session ended or lost its claim outside the object (a reaper pass, an
+    /// out-of-band write): forget its claim if held, end its streams and waiters with `done`.
+    RunEnded {
+        task_id: String,
     },
 }
 
@@ -97,7 +103,8 @@ impl SessionCall {
             | Self::Cancel { .. }
             | Self::Append { .. }
             | Self::Finish { .. }
-            | Self::Steer { .. } => Lock::Whole,
+            | Self::Steer { .. }
+            | Self::RunEnded { .. } => Lock::Whole,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
@@ -116,7 +123,7 @@ pub struct WireEvent {
 /// A finish as the Worker forwards it (validated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireFinish {
-    pub lease_epoch: i64,
+    pub holder: LeaseHolder,
     pub status: TerminalStatus,
     /// JSON text.
     pub result: Option<String>,
@@ -158,6 +165,10 @@ pub enum SessionReply {
     },
     /// The run when a wait ended (terminal, or still active when the wait ran out).
     Waited(RunRow),
+    /// A `RunEnded` notice was taken: whether the object held the run's claim and let it go.
+    Noted {
+        claim_released: bool,
+    },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -206,7 +217,10 @@ mod tests {
             },
             SessionCall::Append {
                 task_id: "T".into(),
-                lease_epoch: 2,
+                holder: LeaseHolder {
+                    runner_id: "r1".into(),
+                    lease_epoch: 2,
+                },
                 events: vec![WireEvent {
                     kind: "text_delta".into(),
                     data: r#"{"delta":"é"}"#.into(),
@@ -216,7 +230,10 @@ mod tests {
             SessionCall::Finish {
                 task_id: "T".into(),
                 finish: WireFinish {
-                    lease_epoch: 2,
+                    holder: LeaseHolder {
+                        runner_id: "r1".into(),
+                        lease_epoch: 2,
+                    },
                     status: TerminalStatus::Completed,
                     result: Some("{}".into()),
                     error: None,
@@ -227,6 +244,9 @@ mod tests {
             SessionCall::Steer {
                 task_id: "T".into(),
                 message: "shorter".into(),
+            },
+            SessionCall::RunEnded {
+                task_id: "T".into(),
             },
         ]
     }
@@ -257,6 +277,7 @@ mod tests {
                         "append" => "append",
                         "finish" => "finish",
                         "steer" => "steer",
+                        "run_ended" => "run_ended",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -275,6 +296,7 @@ mod tests {
                 ("append", Lock::Whole),
                 ("finish", Lock::Whole),
                 ("steer", Lock::Whole),
+                ("run_ended", Lock::Whole),
             ]
         );
     }
@@ -320,6 +342,9 @@ mod tests {
             SessionReply::Refused(ApiError::lease_lost()),
             SessionReply::Failed {
                 cause: "d1: boom".into(),
+            },
+            SessionReply::Noted {
+                claim_released: true,
             },
         ];
         for reply in replies {

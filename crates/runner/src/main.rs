@@ -109,9 +109,10 @@ impl Run<'_> {
 
     /// Heartbeats; applies steer messages (as `steering_injected` events). `Some(outcome)` ends the run.
     fn beat(&mut self) -> Result<Option<Outcome>, String> {
-        let reply = self
-            .client
-            .post(&self.path("heartbeat"), json!({"leaseEpoch": self.epoch}))?;
+        let reply = self.client.post(
+            &self.path("heartbeat"),
+            json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch}),
+        )?;
         let Reply::Ok(v) = reply else {
             return Ok(Some(Outcome::LeaseLost));
         };
@@ -139,7 +140,7 @@ impl Run<'_> {
         }
         match self.client.post(
             &self.path("events"),
-            json!({"leaseEpoch": self.epoch, "events": events}),
+            json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "events": events}),
         )? {
             Reply::LeaseLost => Ok(Some(Outcome::LeaseLost)),
             _ => Ok(None),
@@ -197,13 +198,13 @@ impl Run<'_> {
         let body = match outcome {
             Outcome::LeaseLost => return Ok(()),
             Outcome::Completed(text) => {
-                json!({"leaseEpoch": self.epoch, "status": "completed", "result": {"text": text}})
+                json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "status": "completed", "result": {"text": text}})
             }
             Outcome::Failed(error, code) => {
-                json!({"leaseEpoch": self.epoch, "status": "failed", "error": error, "errorCode": code})
+                json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "status": "failed", "error": error, "errorCode": code})
             }
             Outcome::Cancelled => {
-                json!({"leaseEpoch": self.epoch, "status": "cancelled", "error": "cancelled by user"})
+                json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "status": "cancelled", "error": "cancelled by user"})
             }
         };
         self.client.post(&self.path("finish"), body).map(|_| ())

@@ -1,0 +1,32 @@
+//! The deployment's knobs (`[vars]` in wrangler.toml, or `--var` in tests), read where they are used.
+//! A missing or malformed knob takes its default; none of them can open anything up.
+
+use sema_core::liveness::Staleness;
+use worker::Env;
+
+fn int(env: &Env, name: &str) -> Option<i64> {
+    env.var(name).ok()?.to_string().trim().parse().ok()
+}
+
+/// `RUN_STALE_SEC` (default 120), `RUN_QUEUE_STALE_SEC` (default 3600), `LEASE_ACK_SEC` (default 30).
+pub fn staleness(env: &Env) -> Staleness {
+    Staleness::from_secs(
+        int(env, "RUN_STALE_SEC"),
+        int(env, "RUN_QUEUE_STALE_SEC"),
+        int(env, "LEASE_ACK_SEC"),
+    )
+}
+
+/// `LEADER_RUN_STALE_MS` (default 24 h): a running leader run older than this is failed.
+pub fn leader_run_stale_ms(env: &Env) -> i64 {
+    int(env, "LEADER_RUN_STALE_MS")
+        .filter(|ms| *ms > 0)
+        .unwrap_or(24 * 3_600_000)
+}
+
+/// The instance id stored on admitted runs (`INSTANCE_ID`, default `"default"`).
+pub fn instance_id(env: &Env) -> String {
+    env.var("INSTANCE_ID")
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| "default".to_owned())
+}

@@ -1,0 +1,22 @@
+//! Operator diagnostics. `GET /v1/admin/reapers`: the last reaper ticks, newest first, each with what
+//! it did (`reaper::TickSummary`).
+
+use super::error::json;
+use crate::{cx::Cx, failure::Failure};
+use sema_core::store::ReaperStore;
+use worker::Response;
+
+/// How many ticks one answer shows.
+const SHOWN: i64 = 20;
+
+pub async fn reapers(cx: &Cx) -> Result<Response, Failure> {
+    let ticks = cx.store()?.recent_ticks(SHOWN).await?;
+    let ticks: Vec<serde_json::Value> = ticks
+        .iter()
+        .map(|t| {
+            serde_json::from_str(&t.report_json)
+                .unwrap_or_else(|_| serde_json::json!({"tickId": t.tick_id}))
+        })
+        .collect();
+    Ok(json(200, serde_json::json!({ "ticks": ticks }).to_string()))
+}

@@ -1,0 +1,149 @@
+//! The scheduled handler (every minute, `[triggers] crons` in wrangler.toml): one reaper tick over
+//! the store, planned by `sema_core::reaper`. Passes, each paged and bounded: unacknowledged leases
+//! back to the queue; silent running runs failed as `run.stalled` (with the claim sweeps in the same
+//! batches); parked runs whose checkpoint expired; stale leader runs. Every session whose claim a
+//! pass released is told through the typed protocol (`RunEnded`), so its object forgets the claim and
+//! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
+//! the tick log (`GET /v1/admin/reapers`).
+//!
+//! Overlapping or repeated ticks are safe: each leg re-checks its predicate on the row it writes and
+//! reports only the rows its own page stamped; a `RunEnded` notice is idempotent.
+
+use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
+use sema_core::{
+    ids::TaskId,
+    reaper::{self, Cutoffs, TickSummary},
+    session_protocol::SessionCall,
+    store::{LeaderRunStore, ReapReport, ReaperStore, SessionTask, StaleCutoffs, Tick, TickRecord},
+};
+use worker::Env;
+
+/// Runs one tick; failures are logged (the next tick tries again).
+pub async fn tick(env: Env) {
+    match run(&Cx::new(env)).await {
+        Ok(summary) => worker::console_log!(
+            "{}",
+            serde_json::json!({ "event": "reaper.tick", "summary": summary })
+        ),
+        Err(f) => worker::console_error!("reaper tick failed: {f:?}"),
+    }
+}
+
+async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
+    let started = platform::now_ms();
+    let tick_id = TaskId::mint(started as u64, platform::random()?).into_string();
+    let staleness = config::staleness(&cx.env);
+    let cut = Cutoffs::at(started, &staleness);
+    let store = cx.store()?;
+    let mut s = TickSummary {
+        tick_id: tick_id.clone(),
+        started_at: started,
+        ..Default::default()
+    };
+    let elapsed = || platform::now_ms() - started;
+    let tick = |pass: &str, page: u32, id: &mut String| {
+        *id = reaper::page_id(&tick_id, pass, page);
+    };
+    let mut id = String::new();
+    let mut notify: Vec<SessionTask> = Vec::new();
+
+    // 1. Leases granted and never acknowledged go back to the queue (fencing out the silent holder).
+    for page in 1.. {
+        tick("requeue", page, &mut id);
+        let t = Tick {
+            id: &id,
+            now: platform::now_ms(),
+            limit: reaper::PAGE,
+        };
+        let back = store.requeue_unacked_leases(&t, cut.lease_ack).await?;
+        s.requeued += back.len();
+        s.pages += 1;
+        if !reaper::another_page(back.len(), page, elapsed()) {
+            s.truncated |= back.len() as i64 >= reaper::PAGE;
+            break;
+        }
+    }
+
+    // 2. Silent running runs fail as stalled; every page also sweeps terminal and orphan claims.
+    let cutoffs = StaleCutoffs {
+        held: cut.held,
+        queued: cut.queued,
+    };
+    for page in 1.. {
+        tick("reap", page, &mut id);
+        let t = Tick {
+            id: &id,
+            now: platform::now_ms(),
+            limit: reaper::PAGE,
+        };
+        let report = store.reap_stale(&t, &cutoffs).await?;
+        let rows = report.reaped.len();
+        absorb(&mut s, &mut notify, &report);
+        s.reaped += rows;
+        s.pages += 1;
+        if !reaper::another_page(rows, page, elapsed()) {
+            s.truncated |= rows as i64 >= reaper::PAGE;
+            break;
+        }
+    }
+
+    // 3. Parked runs whose checkpoint expired (one page a tick).
+    tick("parked", 1, &mut id);
+    let t = Tick {
+        id: &id,
+        now: platform::now_ms(),
+        limit: reaper::PAGE,
+    };
+    let report = store.fail_parked_with_expired_checkpoint(&t).await?;
+    s.parked_expired += report.reaped.len();
+    absorb(&mut s, &mut notify, &report);
+    s.pages += 1;
+
+    // 4. Leader runs no replica settled.
+    tick("leaders", 1, &mut id);
+    let failed = store
+        .reap_stale_leader_runs(
+            &id,
+            config::leader_run_stale_ms(&cx.env),
+            platform::now_ms(),
+        )
+        .await?;
+    s.leaders_failed = failed.len();
+    s.pages += 1;
+
+    // 5. Tell each session object whose claim was released.
+    for pair in reaper::to_notify(&notify) {
+        let call = SessionCall::RunEnded {
+            task_id: pair.task_id.clone(),
+        };
+        s.sessions_told += 1;
+        if let Err(f) = client::call(cx, &pair.session_id, &call).await {
+            s.notify_failures += 1;
+            worker::console_error!("reaper: telling session {} failed: {f:?}", pair.session_id);
+        }
+    }
+
+    s.duration_ms = elapsed();
+    s.d1_round_trips = cx.meter.round_trips();
+    s.d1_rows_read = cx.meter.rows_read();
+    let report_json = serde_json::to_string(&s)?;
+    store
+        .record_tick(
+            &TickRecord {
+                tick_id: &tick_id,
+                started_at: started,
+                finished_at: platform::now_ms(),
+                report_json: &report_json,
+            },
+            reaper::KEEP_TICKS,
+        )
+        .await?;
+    Ok(s)
+}
+
+/// Adds a page's released claims to the summary and to the sessions to tell.
+fn absorb(s: &mut TickSummary, notify: &mut Vec<SessionTask>, report: &ReapReport) {
+    s.terminal_claims_released += report.terminal_claims_released.len();
+    s.orphan_claims_released += report.orphan_claims_released.len();
+    notify.extend(report.released_claims().cloned());
+}

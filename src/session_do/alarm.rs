@@ -1,0 +1,68 @@
+//! The object's alarm: while its session holds a claim, the object keeps an alarm at the claim's
+//! recheck time (the holder's stale deadline, capped at one held-run cutoff). On the alarm it judges
+//! the holder from its row, as admission would: live → re-arm; stale → fail it with `run.stalled`
+//! guarded on the row as read (the same outcome as the cron's reaper; a heartbeat that lands first
+//! wins) and end it; dead (ended elsewhere) → end it. So a silent runner is reaped on time between
+//! cron ticks; the cron is the backstop for objects that were never told.
+
+use super::{admission::recheck_at, SessionDo};
+use crate::{config, cx::Cx, failure::Failure, platform};
+use sema_core::{
+    liveness::{self, Verdict, STALLED_CODE, STALLED_ERROR},
+    store::{GuardedFail, LedgerStore, RunReadStore, RunSnapshot},
+};
+
+impl SessionDo {
+    /// Sets the alarm at the claim's recheck time (nothing to do without a claim).
+    pub(super) async fn arm_alarm(&self) -> Result<(), Failure> {
+        let Some(at) = self.load().await?.claim.map(|c| c.recheck_at) else {
+            return Ok(());
+        };
+        let offset = (at - platform::now_ms()).max(1);
+        self.state.storage().set_alarm(offset).await?;
+        Ok(())
+    }
+
+    /// The alarm fired: judge the claim's holder and act (under the lock, like any claim change).
+    pub(super) async fn on_alarm(&self) -> Result<(), Failure> {
+        let _serialised = self.lock.lock().await;
+        let Some(claim) = self.load().await?.claim else {
+            return Ok(());
+        };
+        let cx = Cx::new(self.env.clone());
+        let store = cx.store()?;
+        let row = store.get_run(&claim.task_id).await?;
+        let now = platform::now_ms();
+        let staleness = config::staleness(&self.env);
+        match (liveness::judge(row.as_ref(), now, &staleness), row) {
+            (Verdict::Live { deadline }, _) => {
+                let mut state = self.load().await?;
+                if let Some(c) = state.claim.as_mut() {
+                    c.recheck_at = recheck_at(now, deadline, staleness.held_ms);
+                }
+                self.save(state).await?;
+                self.arm_alarm().await?;
+            }
+            (Verdict::Stale { .. }, Some(row)) => {
+                let failed = store
+                    .fail_if_unchanged(&GuardedFail {
+                        snapshot: &RunSnapshot::of(&row),
+                        error: STALLED_ERROR,
+                        error_code: Some(STALLED_CODE),
+                        now,
+                    })
+                    .await?;
+                if failed {
+                    self.end_run(&cx, &claim.task_id).await?;
+                } else {
+                    // Heard from between the read and the write: look again at its new deadline.
+                    self.state.storage().set_alarm(1_000_i64).await?;
+                }
+            }
+            (Verdict::Dead | Verdict::Stale { .. }, _) => {
+                self.end_run(&cx, &claim.task_id).await?;
+            }
+        }
+        Ok(())
+    }
+}
