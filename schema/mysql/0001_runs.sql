@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   error_code        VARCHAR(64)  NULL,
   held_by           VARCHAR(64)  NULL,
   lease_epoch       BIGINT NOT NULL DEFAULT 0,
+  lease_acked       TINYINT NOT NULL DEFAULT 0,
   cancel_requested  TINYINT NOT NULL DEFAULT 0,
   heartbeat_at      BIGINT NOT NULL,
   last_seq          BIGINT NOT NULL DEFAULT 0,

@@ -12,9 +12,11 @@ CREATE TABLE IF NOT EXISTS session (
 CREATE INDEX IF NOT EXISTS idx_session_owner_updated ON session (owner, updated_at, session_id);
 CREATE INDEX IF NOT EXISTS idx_session_updated ON session (updated_at, session_id);
 
--- One agent run. heartbeat_at: last sign of life of its driver (admission time until a runner
--- heartbeats). last_seq: the highest event seq appended. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
--- reap_tick: the reaper tick that failed the run, if one did (so the tick can read back what it changed).
+-- One agent run. heartbeat_at: last sign of life of its driver (admission time, then the lease, the
+-- runner's heartbeats and appends; reset when an unacknowledged lease is requeued). held_by: the runner
+-- holding the lease (NULL while queued). lease_epoch: 0 until the first lease, + 1 on every lease,
+-- requeue and resume. lease_acked: 0 from a lease until its holder's first heartbeat or append. last_seq: the highest event seq appended. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
+-- reap_tick: the reaper tick that last failed or requeued the run (so the tick can read back what it changed).
 CREATE TABLE IF NOT EXISTS task_run (
   task_id           TEXT    NOT NULL PRIMARY KEY,
   session_id        TEXT    NOT NULL,
@@ -29,6 +31,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   error_code        TEXT,
   held_by           TEXT,
   lease_epoch       INTEGER NOT NULL DEFAULT 0,
+  lease_acked       INTEGER NOT NULL DEFAULT 0,
   cancel_requested  INTEGER NOT NULL DEFAULT 0,
   heartbeat_at      INTEGER NOT NULL,
   last_seq          INTEGER NOT NULL DEFAULT 0,

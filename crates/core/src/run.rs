@@ -21,6 +21,9 @@ pub struct RunRow {
     pub error_code: Option<String>,
     pub held_by: Option<String>,
     pub lease_epoch: i64,
+    /// The current lease was acknowledged: its holder heartbeat or appended since the lease.
+    #[serde(default)]
+    pub lease_acked: bool,
     pub cancel_requested: bool,
     pub heartbeat_at: Option<i64>,
     /// The highest event seq appended.
@@ -43,6 +46,10 @@ impl RunRow {
             error_code: get_opt_str(row, "error_code")?,
             held_by: get_opt_str(row, "held_by")?,
             lease_epoch: get_i64(row, "lease_epoch")?,
+            lease_acked: match row.get("lease_acked") {
+                None | Some(serde_json::Value::Null) => false,
+                Some(_) => get_i64(row, "lease_acked")? != 0,
+            },
             cancel_requested: get_i64(row, "cancel_requested")? != 0,
             heartbeat_at: match row.get("heartbeat_at") {
                 None | Some(serde_json::Value::Null) => None,
@@ -81,6 +88,30 @@ impl RunRow {
             error: self.error.as_deref(),
             error_code: self.error_code.as_deref(),
             ms_since_last_activity: None,
+        }
+    }
+}
+
+/// What a guarded fail compares: a run's lease and evidence of life as read at one moment. A
+/// heartbeat, append, lease or requeue after the read changes `heartbeat_at`, `lease_epoch` or
+/// `held_by`, and then a guarded write made from this snapshot changes nothing. (Serde: a session
+/// object keeps it in its storage between alarms.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSnapshot {
+    pub task_id: String,
+    pub lease_epoch: i64,
+    /// Compared NULL-safely (the schema keeps it NOT NULL).
+    pub heartbeat_at: Option<i64>,
+    pub held_by: Option<String>,
+}
+
+impl RunSnapshot {
+    pub fn of(run: &RunRow) -> Self {
+        Self {
+            task_id: run.task_id.clone(),
+            lease_epoch: run.lease_epoch,
+            heartbeat_at: run.heartbeat_at,
+            held_by: run.held_by.clone(),
         }
     }
 }

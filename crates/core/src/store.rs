@@ -9,12 +9,12 @@
 //!
 //! | trait | who calls it | methods |
 //! |---|---|---|
-//! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
+//! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `take_over_and_create`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
 //! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
-//! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal` |
+//! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal`, `fail_if_unchanged` |
 //! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
 //! | [`GateStore`] | human gates and resume legs | `park`, `add_checkpoint`, `mark_resuming`, `request_cancel`, `is_cancel_requested` |
-//! | [`ReaperStore`] | the cron handler | `reap_stale`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session` |
+//! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
@@ -22,6 +22,11 @@
 //! reach the database and is never reported as corruption; statuses read back stay text
 //! ([`RunRow::status`]), so a word this build does not know stays readable (and counts as terminal).
 //! Reapers report which `(session, task)` pairs they changed ([`ReapReport`]).
+//!
+//! **Fencing.** Every runner write (heartbeat, append, finish) requires the current lease and the
+//! holder's identity (`lease_epoch`, `held_by = runner_id`, `status = 'running'`); an epoch below 1
+//! is refused without a query (a lease makes it at least 1). A heartbeat or append also
+//! acknowledges the lease (`lease_acked = 1`) and refreshes `heartbeat_at`, the run's evidence of life.
 
 use crate::{
     idempotency::IdempotencyBinding,
@@ -34,10 +39,11 @@ use crate::{
     wire::objective_preview,
 };
 
+pub use crate::run::RunSnapshot;
 pub use crate::sql::{
-    claim_sql::{NewCheckpoint, Tick},
-    event_sql::NewEvent,
-    run_sql::{ListScope, NewRun, Terminal},
+    claim_sql::{NewCheckpoint, StaleCutoffs, Tick, TickRecord},
+    event_sql::{Append, NewEvent},
+    run_sql::{GuardedFail, ListScope, NewRun, Takeover, Terminal},
     runner_sql::{Finish, Heartbeat},
 };
 pub use crate::status::{ParkStatus, TerminalStatus};
@@ -241,6 +247,16 @@ impl ReapReport {
     }
 }
 
+/// A recorded reaper tick, as [`ReaperStore::recent_ticks`] reads it back.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedTick {
+    pub tick_id: String,
+    pub started_at: i64,
+    pub finished_at: i64,
+    /// JSON text, as recorded.
+    pub report_json: String,
+}
+
 /// Admission of a leader run: `created` is true for exactly one caller per idempotency key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeaderAdmission {
@@ -254,6 +270,13 @@ pub struct LeaderAdmission {
 pub trait AdmissionStore {
     /// Creates the run row, the session's claim and the key binding as one unit (win or observe).
     async fn create_run(&self, new: &NewRun<'_>) -> Result<CreateRun>;
+    /// Takeover admission, one batch: fails the session's silent holder if it is still exactly as
+    /// `t.snapshot` saw it (error = `t.reason`, no error code), releases its claim and admits `t.new`
+    /// exactly as [`AdmissionStore::create_run`] does. When the guard fails (a heartbeat or append
+    /// landed since the snapshot) nothing is written and the outcome is `Held` with the holder as
+    /// read after the refusal; the other outcomes are those of `create_run` (and then, too, nothing
+    /// is written unless `Created`).
+    async fn take_over_and_create(&self, t: &Takeover<'_>) -> Result<CreateRun>;
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRow>>;
     async fn claim_holder(&self, session_id: &str) -> Result<Option<ClaimHolder>>;
     /// The session whose claim names `task_id`, with the session's owner.
@@ -289,18 +312,17 @@ pub trait RunReadStore {
 /// appends, the runner's finish, steer queueing, the user's cancel, and a terminal write.
 #[allow(async_fn_in_trait)]
 pub trait LedgerStore {
-    /// Appends under the lease fence; a duplicate `event_id` refuses the whole batch
-    /// (`DbError::Duplicate { table: "run_event" }`).
-    async fn append_events(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        events: &[NewEvent<'_>],
-        now: i64,
-    ) -> Result<Appended>;
-    /// The runner's terminal write with its `done` event; the done event's seq, or `None` = lease lost
-    /// (nothing written).
+    /// Appends under the lease fence (epoch and holder); also refreshes `heartbeat_at` and
+    /// acknowledges the lease. A duplicate `event_id` refuses the whole batch
+    /// (`DbError::Duplicate { table: "run_event" }`). No events: `Seqs([])` without a query.
+    async fn append_events(&self, a: &Append<'_>) -> Result<Appended>;
+    /// The runner's terminal write with its `done` event, fenced by epoch and holder; the done
+    /// event's seq, or `None` = lease lost (nothing written).
     async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>>;
+    /// Fails a running run only if its lease and evidence of life are still those of `g.snapshot`
+    /// (`lease_epoch`, `heartbeat_at`, `held_by` NULL-safe), and releases its claim, one batch. True
+    /// when this call failed it; false (nothing written) when anything changed since the snapshot.
+    async fn fail_if_unchanged(&self, g: &GuardedFail<'_>) -> Result<bool>;
     /// Queues a steer message; its seq, or `None` when the run is not running.
     async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>>;
     /// The user's cancel (see [`run_sql::cancel`]).
@@ -315,8 +337,8 @@ pub trait RunnerStore {
     /// Leases the oldest unheld running run to `runner_id` (compare-and-set: two runners never win
     /// the same lease), trying at most `candidates` runs.
     async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>>;
-    /// Refreshes liveness under the fence and takes the undelivered steer messages; `None` = lease
-    /// lost (nothing written).
+    /// Refreshes liveness and acknowledges the lease under the fence (epoch and holder), and takes
+    /// the undelivered steer messages; `None` = lease lost (nothing written).
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>>;
 }
 
@@ -338,8 +360,18 @@ pub trait GateStore {
 /// ([`ReapReport`]), so the caller can tell each affected session's object.
 #[allow(async_fn_in_trait)]
 pub trait ReaperStore {
-    /// Fails running runs silent since before `cutoff` (`run.stalled`), at most `tick.limit`.
-    async fn reap_stale(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport>;
+    /// Fails running runs whose `heartbeat_at` is older than their cutoff (held by a runner:
+    /// `cutoffs.held`; queued: `cutoffs.queued`) with `run.stalled`, oldest first, at most
+    /// `tick.limit`.
+    async fn reap_stale(&self, tick: &Tick<'_>, cutoffs: &StaleCutoffs) -> Result<ReapReport>;
+    /// Requeues held running runs whose lease was never acknowledged and whose lease time
+    /// (`heartbeat_at`) is before `ack_cutoff`: `held_by = NULL`, epoch + 1, `heartbeat_at = now`.
+    /// At most `tick.limit`; returns exactly the runs this tick requeued (sorted).
+    async fn requeue_unacked_leases(
+        &self,
+        tick: &Tick<'_>,
+        ack_cutoff: i64,
+    ) -> Result<Vec<SessionTask>>;
     /// Fails parked runs whose checkpoint expired with none pending (`approval.expired`).
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport>;
     /// Fails parked runs not updated since before `cutoff` (`approval.timeout`).
@@ -349,6 +381,10 @@ pub trait ReaperStore {
     /// Deletes a session's runs, events, checkpoints, steer messages, claim and row together.
     /// Returns the number of runs deleted.
     async fn delete_by_session(&self, session_id: &str) -> Result<u64>;
+    /// Records a reaper tick and deletes all but the newest `keep` (one batch).
+    async fn record_tick(&self, t: &TickRecord<'_>, keep: i64) -> Result<()>;
+    /// The newest `limit` recorded ticks, newest first.
+    async fn recent_ticks(&self, limit: i64) -> Result<Vec<RecordedTick>>;
 }
 
 /// The leader-run store (SPEC-core §5.5).
@@ -492,12 +528,19 @@ fn binding(scoped_key: &str, row: &Row) -> Result<IdempotencyBinding> {
     })
 }
 
-impl<E: Executor> AdmissionStore for SqlStore<E> {
-    async fn create_run(&self, new: &NewRun<'_>) -> Result<CreateRun> {
-        match self.exec.batch(&run_sql::admit(self.d(), new)).await {
+impl<E: Executor> SqlStore<E> {
+    /// Decides an admission batch's outcome (`create_run`, `take_over_and_create`): `admit_at` is
+    /// where [`run_sql::admit`]'s statements start in the batch.
+    async fn admission(
+        &self,
+        new: &NewRun<'_>,
+        out: std::result::Result<Vec<Outcome>, DbError>,
+        admit_at: usize,
+    ) -> Result<CreateRun> {
+        match out {
             Ok(out) => {
                 if out
-                    .get(run_sql::ADMIT_RUN_INSERT)
+                    .get(admit_at + run_sql::ADMIT_RUN_INSERT)
                     .is_some_and(|o| o.changes == 1)
                 {
                     return Ok(CreateRun::Created);
@@ -525,6 +568,18 @@ impl<E: Executor> AdmissionStore for SqlStore<E> {
             },
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl<E: Executor> AdmissionStore for SqlStore<E> {
+    async fn create_run(&self, new: &NewRun<'_>) -> Result<CreateRun> {
+        let out = self.exec.batch(&run_sql::admit(self.d(), new)).await;
+        self.admission(new, out, 0).await
+    }
+
+    async fn take_over_and_create(&self, t: &Takeover<'_>) -> Result<CreateRun> {
+        let out = self.exec.batch(&run_sql::take_over(self.d(), t)).await;
+        self.admission(t.new, out, run_sql::TAKEOVER_ADMIT).await
     }
 
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRow>> {
@@ -629,27 +684,26 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
 }
 
 impl<E: Executor> LedgerStore for SqlStore<E> {
-    async fn append_events(
-        &self,
-        task_id: &str,
-        lease_epoch: i64,
-        events: &[NewEvent<'_>],
-        now: i64,
-    ) -> Result<Appended> {
-        if events.is_empty() {
+    async fn append_events(&self, a: &Append<'_>) -> Result<Appended> {
+        if a.lease_epoch < 1 {
+            return Ok(Appended::LeaseLost);
+        }
+        if a.events.is_empty() {
             return Ok(Appended::Seqs(Vec::new()));
         }
-        let batch = event_sql::append(self.d(), task_id, lease_epoch, events, now);
-        let out = self.exec.batch(&batch).await?;
+        let out = self.exec.batch(&event_sql::append(self.d(), a)).await?;
         let Some(last) = won(&out, event_sql::APPEND_FENCE, None, "appended run")? else {
             return Ok(Appended::LeaseLost);
         };
         let last = get_i64(last, "last_seq").map_err(corrupt)?;
-        let n = events.len() as i64;
+        let n = a.events.len() as i64;
         Ok(Appended::Seqs((last - n + 1..=last).collect()))
     }
 
     async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>> {
+        if f.lease_epoch < 1 {
+            return Ok(None);
+        }
         let out = self.exec.batch(&runner_sql::finish(self.d(), f)).await?;
         won(&out, runner_sql::FINISH_WRITE, None, "finished run")?
             .map(|row| get_i64(row, "last_seq").map_err(corrupt))
@@ -687,6 +741,16 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
     async fn set_terminal(&self, t: &Terminal<'_>) -> Result<bool> {
         let out = self.exec.batch(&run_sql::set_terminal(self.d(), t)).await?;
         Ok(out.first().is_some_and(|o| o.changes == 1))
+    }
+
+    async fn fail_if_unchanged(&self, g: &GuardedFail<'_>) -> Result<bool> {
+        let out = self
+            .exec
+            .batch(&run_sql::fail_if_unchanged(self.d(), g))
+            .await?;
+        Ok(out
+            .get(run_sql::GUARDED_FAIL)
+            .is_some_and(|o| o.changes == 1))
     }
 }
 
@@ -726,6 +790,9 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
     }
 
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>> {
+        if h.lease_epoch < 1 {
+            return Ok(None);
+        }
         let out = self.exec.batch(&runner_sql::heartbeat(self.d(), h)).await?;
         let Some(fenced) = out
             .get(runner_sql::HEARTBEAT_READ)
@@ -805,13 +872,37 @@ impl<E: Executor> GateStore for SqlStore<E> {
 }
 
 impl<E: Executor> ReaperStore for SqlStore<E> {
-    async fn reap_stale(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport> {
+    async fn reap_stale(&self, tick: &Tick<'_>, cutoffs: &StaleCutoffs) -> Result<ReapReport> {
         self.reaper(
-            claim_sql::reap_stale(self.d(), tick, cutoff),
+            claim_sql::reap_stale(self.d(), tick, cutoffs),
             Some(claim_sql::REAP_READ),
             claim_sql::REAP_SWEEP,
         )
         .await
+    }
+
+    async fn requeue_unacked_leases(
+        &self,
+        tick: &Tick<'_>,
+        ack_cutoff: i64,
+    ) -> Result<Vec<SessionTask>> {
+        let out = self
+            .exec
+            .batch(&claim_sql::requeue_unacked_leases(
+                self.d(),
+                tick,
+                ack_cutoff,
+            ))
+            .await?;
+        let mut v = out
+            .get(claim_sql::REQUEUE_READ)
+            .map(|o| o.rows.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(session_task)
+            .collect::<Result<Vec<_>>>()?;
+        v.sort();
+        Ok(v)
     }
 
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport> {
@@ -843,6 +934,31 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
             .batch(&run_sql::delete_by_session(self.d(), session_id))
             .await?;
         Ok(out.get(run_sql::DELETE_RUNS).map_or(0, |o| o.changes))
+    }
+
+    async fn record_tick(&self, t: &TickRecord<'_>, keep: i64) -> Result<()> {
+        self.exec
+            .batch(&claim_sql::record_tick(self.d(), t, keep))
+            .await?;
+        Ok(())
+    }
+
+    async fn recent_ticks(&self, limit: i64) -> Result<Vec<RecordedTick>> {
+        let out = self
+            .exec
+            .run(&claim_sql::recent_ticks(self.d(), limit))
+            .await?;
+        out.rows
+            .iter()
+            .map(|r| {
+                Ok(RecordedTick {
+                    tick_id: get_str(r, "tick_id").map_err(corrupt)?,
+                    started_at: get_i64(r, "started_at").map_err(corrupt)?,
+                    finished_at: get_i64(r, "finished_at").map_err(corrupt)?,
+                    report_json: get_str(r, "report").map_err(corrupt)?,
+                })
+            })
+            .collect()
     }
 }
 

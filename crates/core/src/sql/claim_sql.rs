@@ -7,7 +7,7 @@
 //! the one form MySQL accepts for a LIMITed subquery on the table being updated).
 //!
 //! **Which rows a tick changed.** Every reaper tick carries a fresh id ([`Tick::id`]). The reaping
-//! UPDATE stamps the runs it fails with it (`task_run.reap_tick`), and the claim sweeps stamp the
+//! UPDATE stamps the runs it fails (or requeues) with it (`task_run.reap_tick`), and the claim sweeps stamp the
 //! claims they are about to release (`task_active.release_tick`), read the stamped rows back, then
 //! delete exactly the stamped rows, all in the batch's one transaction. So each tick reports exactly
 //! the `(session, task)` pairs it changed, on every dialect: a stamp is a write, which in PostgreSQL
@@ -104,25 +104,80 @@ fn reaper(d: Dialect, tick: &Tick<'_>, write: Stmt) -> Vec<Stmt> {
     batch
 }
 
-/// Fails `running` runs whose driver has been silent since before `cutoff` (at most `limit`), with
-/// `run.stalled`; parked runs and their claims are untouched.
-pub fn reap_stale(d: Dialect, tick: &Tick<'_>, cutoff: i64) -> Vec<Stmt> {
+/// When a running run counts as stale: by `heartbeat_at`, with one cutoff for runs a runner holds
+/// (its heartbeats stopped) and one for runs nobody holds (queued, waiting for a runner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleCutoffs {
+    /// A held run is stale when `heartbeat_at < held`.
+    pub held: i64,
+    /// An unheld (queued) run is stale when `heartbeat_at < queued`.
+    pub queued: i64,
+}
+
+/// Fails `running` runs whose evidence of life is older than their cutoff (held: `cutoffs.held`,
+/// queued: `cutoffs.queued`), oldest first, at most `limit` in all, with `run.stalled`; parked runs
+/// and their claims are untouched. Each branch of the pick is served by
+/// `idx_task_run_status_heartbeat`.
+pub fn reap_stale(d: Dialect, tick: &Tick<'_>, cutoffs: &StaleCutoffs) -> Vec<Stmt> {
     let write = Stmt::portable(
         d,
         "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, \
          updated_at = ?2, reap_tick = ?6 \
-         WHERE status = 'running' AND heartbeat_at < ?1 AND task_id IN (SELECT task_id FROM \
-         (SELECT task_id FROM task_run WHERE status = 'running' AND heartbeat_at < ?1 ORDER BY heartbeat_at LIMIT ?5) AS pick)",
+         WHERE status = 'running' AND ((held_by IS NOT NULL AND heartbeat_at < ?1) \
+         OR (held_by IS NULL AND heartbeat_at < ?7)) AND task_id IN (SELECT task_id FROM \
+         (SELECT task_id, heartbeat_at FROM task_run WHERE status = 'running' AND heartbeat_at < ?1 \
+         AND held_by IS NOT NULL \
+         UNION ALL SELECT task_id, heartbeat_at FROM task_run WHERE status = 'running' AND heartbeat_at < ?7 \
+         AND held_by IS NULL \
+         ORDER BY heartbeat_at LIMIT ?5) AS pick)",
         vec![
-            cutoff.into(),
+            cutoffs.held.into(),
             tick.now.into(),
             STALLED_ERROR.into(),
             STALLED_CODE.into(),
             tick.limit.into(),
             tick.id.into(),
+            cutoffs.queued.into(),
         ],
     );
     reaper(d, tick, write)
+}
+
+/// Index of the requeueing statement in [`requeue_unacked_leases`]'s batch.
+pub const REQUEUE_WRITE: usize = 0;
+/// Index of the read-back of the requeued `(session_id, task_id)` in [`requeue_unacked_leases`]'s batch.
+pub const REQUEUE_READ: usize = 1;
+
+/// Puts back on the queue the running runs whose lease was never acknowledged (no heartbeat or
+/// append by the holder) since before `ack_cutoff`, oldest first, at most `limit`: `held_by = NULL`,
+/// `lease_epoch + 1` (fencing out the silent holder), `heartbeat_at = now` (the queue wait restarts).
+/// Stamped with the tick's id like the reapers (`reap_tick`), then the stamped runs are read back
+/// (served by `idx_task_run_status_updated`). The outer WHERE re-checks the predicate, so
+/// overlapping ticks requeue and report each run once.
+pub fn requeue_unacked_leases(d: Dialect, tick: &Tick<'_>, ack_cutoff: i64) -> Vec<Stmt> {
+    vec![
+        Stmt::portable(
+            d,
+            "UPDATE task_run SET held_by = NULL, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+             heartbeat_at = ?2, updated_at = ?2, reap_tick = ?4 \
+             WHERE status = 'running' AND heartbeat_at < ?1 AND held_by IS NOT NULL AND lease_acked = 0 \
+             AND task_id IN (SELECT task_id FROM (SELECT task_id FROM task_run WHERE status = 'running' \
+             AND heartbeat_at < ?1 AND held_by IS NOT NULL AND lease_acked = 0 \
+             ORDER BY heartbeat_at LIMIT ?3) AS pick)",
+            vec![
+                ack_cutoff.into(),
+                tick.now.into(),
+                tick.limit.into(),
+                tick.id.into(),
+            ],
+        ),
+        Stmt::portable(
+            d,
+            "SELECT session_id, task_id FROM task_run WHERE status = 'running' AND updated_at = ?1 \
+             AND reap_tick = ?2",
+            vec![tick.now.into(), tick.id.into()],
+        ),
+    ]
 }
 
 /// Fails parked runs whose session has an expired checkpoint and no pending one (at most `limit`),
@@ -198,5 +253,50 @@ pub fn insert_checkpoint(d: Dialect, c: &NewCheckpoint<'_>) -> Stmt {
             c.expires_at.into(),
             c.now.into(),
         ],
+    )
+}
+
+/// One reaper tick as the tick log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TickRecord<'a> {
+    pub tick_id: &'a str,
+    pub started_at: i64,
+    pub finished_at: i64,
+    /// What the tick changed, JSON text.
+    pub report_json: &'a str,
+}
+
+/// Records a tick, then deletes every tick older than the newest `keep` (by `(started_at, tick_id)`),
+/// one batch, so the log stays bounded. The cut is the `keep + 1`-th newest tick (none: nothing to
+/// delete), read through a derived table (the form MySQL accepts on the table being deleted from).
+pub fn record_tick(d: Dialect, t: &TickRecord<'_>, keep: i64) -> Vec<Stmt> {
+    vec![
+        Stmt::portable(
+            d,
+            "INSERT INTO reaper_tick (tick_id, started_at, finished_at, report) VALUES (?1, ?2, ?3, ?4)",
+            vec![
+                t.tick_id.into(),
+                t.started_at.into(),
+                t.finished_at.into(),
+                t.report_json.into(),
+            ],
+        ),
+        Stmt::portable(
+            d,
+            "DELETE FROM reaper_tick WHERE (started_at, tick_id) <= (SELECT started_at, tick_id FROM \
+             (SELECT started_at, tick_id FROM reaper_tick ORDER BY started_at DESC, tick_id DESC \
+             LIMIT 1 OFFSET ?1) AS cut)",
+            vec![keep.max(0).into()],
+        ),
+    ]
+}
+
+/// The newest `limit` recorded ticks, newest first (served by `idx_reaper_tick_started`).
+pub fn recent_ticks(d: Dialect, limit: i64) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT tick_id, started_at, finished_at, report FROM reaper_tick \
+         ORDER BY started_at DESC, tick_id DESC LIMIT ?1",
+        vec![limit.into()],
     )
 }

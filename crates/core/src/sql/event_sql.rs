@@ -1,9 +1,10 @@
 //! The per-run event ledger, in three dialects.
 //!
-//! An append is one batch fenced by the lease epoch: first the run's `last_seq` advances by the
-//! number of events (only while the run is `running` under that epoch; in PostgreSQL and MySQL this
-//! also locks the row, serialising concurrent appends), then each event is inserted with the seq
-//! computed from the advanced counter under the same fence. Zero rows changed by the first statement
+//! An append is one batch fenced by the lease and its holder: first the run's `last_seq` advances by
+//! the number of events (only while the run is `running` under that epoch, held by that runner; in
+//! PostgreSQL and MySQL this also locks the row, serialising concurrent appends) and, as evidence of
+//! life, `heartbeat_at` becomes `now` and the lease is acknowledged; then each event is inserted with
+//! the seq computed from the advanced counter under the same fence. Zero rows changed by the first statement
 //! means the lease was lost and nothing was written. Seqs are therefore gap-free and ordered per run.
 //! A duplicate `event_id` (unique per run) fails the whole batch on `run_event`.
 
@@ -30,50 +31,63 @@ pub fn select_last_seq(d: Dialect, task_id: &str) -> Stmt {
     )
 }
 
-/// The fenced append batch for `events` (at least one).
-pub fn append(
-    d: Dialect,
-    task_id: &str,
-    lease_epoch: i64,
-    events: &[NewEvent<'_>],
-    now: i64,
-) -> Vec<Stmt> {
-    let n = events.len() as i64;
-    let mut batch = Vec::with_capacity(events.len() + 2);
+/// An append by a lease holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Append<'a> {
+    pub task_id: &'a str,
+    pub lease_epoch: i64,
+    /// The runner holding the lease (`held_by`).
+    pub runner_id: &'a str,
+    pub events: &'a [NewEvent<'a>],
+    pub now: i64,
+}
+
+/// The fenced append batch for `a.events` (at least one).
+pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
+    let n = a.events.len() as i64;
+    let mut batch = Vec::with_capacity(a.events.len() + 2);
     batch.push(Stmt::portable(
         d,
-        "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4 \
-         WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
-        vec![task_id.into(), lease_epoch.into(), n.into(), now.into()],
+        "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4, heartbeat_at = ?4, lease_acked = 1 \
+         WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running'",
+        vec![
+            a.task_id.into(),
+            a.lease_epoch.into(),
+            n.into(),
+            a.now.into(),
+            a.runner_id.into(),
+        ],
     ));
-    for (i, e) in events.iter().enumerate() {
+    for (i, e) in a.events.iter().enumerate() {
         // seq = last_seq (already advanced by n) - n + (i + 1)
         let back = n - 1 - i as i64;
         batch.push(Stmt::pick(
             d,
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT ?1, last_seq - ?3, ?4, ?5, ?6, ?7 FROM task_run \
-             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT $1::varchar, last_seq - $3::bigint, $4::varchar, $5::jsonb, $6::varchar, $7::bigint FROM task_run \
-             WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND status = 'running'",
+             WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND held_by = $8::varchar \
+             AND status = 'running'",
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT ?1, last_seq - ?3, ?4, ?5, ?6, ?7 FROM task_run \
-             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
             vec![
-                task_id.into(),
-                lease_epoch.into(),
+                a.task_id.into(),
+                a.lease_epoch.into(),
                 back.into(),
                 e.kind.into(),
                 e.data.into(),
                 e.event_id.into(),
-                now.into(),
+                a.now.into(),
+                a.runner_id.into(),
             ],
         ));
     }
     // Read inside the same transaction, so it is this batch's counter (the row is still locked in
     // PostgreSQL and MySQL).
-    batch.push(select_last_seq(d, task_id));
+    batch.push(select_last_seq(d, a.task_id));
     batch
 }
 

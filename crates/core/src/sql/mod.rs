@@ -532,11 +532,59 @@ mod placeholder_tests {
         v.extend(run_sql::request_cancel(d, "t", None, 1));
         v.extend(run_sql::mark_resuming(d, "t", 1));
         v.extend(run_sql::delete_by_session(d, "s"));
-        v.extend(claim_sql::reap_stale(d, &tick, 1));
+        v.extend(claim_sql::reap_stale(
+            d,
+            &tick,
+            &claim_sql::StaleCutoffs { held: 1, queued: 3 },
+        ));
+        v.extend(claim_sql::requeue_unacked_leases(d, &tick, 1));
+        v.extend(claim_sql::record_tick(
+            d,
+            &claim_sql::TickRecord {
+                tick_id: "tick",
+                started_at: 1,
+                finished_at: 2,
+                report_json: "{}",
+            },
+            5,
+        ));
+        v.push(claim_sql::recent_ticks(d, 5));
+        let snapshot = crate::run::RunSnapshot {
+            task_id: "old".into(),
+            lease_epoch: 2,
+            heartbeat_at: Some(7),
+            held_by: Some("r".into()),
+        };
+        v.extend(run_sql::fail_if_unchanged(
+            d,
+            &run_sql::GuardedFail {
+                snapshot: &snapshot,
+                error: "e",
+                error_code: Some("c"),
+                now: 1,
+            },
+        ));
+        v.extend(run_sql::take_over(
+            d,
+            &run_sql::Takeover {
+                snapshot: &snapshot,
+                reason: "r",
+                new: &new,
+            },
+        ));
         v.extend(claim_sql::fail_parked_with_expired_checkpoint(d, &tick));
         v.extend(claim_sql::reap_parked_older_than(d, &tick, 1));
         v.extend(claim_sql::sweep_claims(d, "tick"));
-        v.extend(event_sql::append(d, "t", 1, &events, 1));
+        v.extend(event_sql::append(
+            d,
+            &event_sql::Append {
+                task_id: "t",
+                lease_epoch: 1,
+                runner_id: "r",
+                events: &events,
+                now: 1,
+            },
+        ));
         v.push(event_sql::events_after(d, "t", 0, 10));
         v.push(event_sql::select_last_seq(d, "t"));
         v.push(claim_sql::insert_checkpoint(
@@ -571,6 +619,7 @@ mod placeholder_tests {
             &runner_sql::Heartbeat {
                 task_id: "t",
                 lease_epoch: 1,
+                runner_id: "r",
                 delivery_id: "dv",
                 now: 1,
             },
@@ -580,6 +629,7 @@ mod placeholder_tests {
             &runner_sql::Finish {
                 task_id: "t",
                 lease_epoch: 1,
+                runner_id: "r",
                 status: crate::status::TerminalStatus::Completed,
                 result_json: Some("{}"),
                 error: None,

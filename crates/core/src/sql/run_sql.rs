@@ -5,18 +5,21 @@
 //! its claim and its idempotency binding commit together or not at all.
 
 use super::{Dialect, SqlValue, Stmt};
-use crate::status::{ParkStatus, TerminalStatus, CANCELLED_BY_USER};
+use crate::{
+    run::RunSnapshot,
+    status::{ParkStatus, TerminalStatus, CANCELLED_BY_USER},
+};
 
 /// Columns of a run as read by [`crate::run::RunRow::from_row`] (PostgreSQL renders JSONB as text).
 macro_rules! run_cols {
     (sqlite) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
     };
     (postgres) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, result::text AS result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, result::text AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
     };
     (mysql) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, CAST(result AS CHAR) AS result, error, error_code, held_by, lease_epoch, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, CAST(result AS CHAR) AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
     };
 }
 
@@ -267,6 +270,105 @@ pub fn set_terminal(d: Dialect, t: &Terminal<'_>) -> Vec<Stmt> {
         ),
         release_claim_of(d, t.task_id),
     ]
+}
+
+/// A guarded fail: fail a running run only if its lease and evidence of life are still exactly those
+/// of `snapshot` (a session object's alarm, a takeover).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardedFail<'a> {
+    pub snapshot: &'a RunSnapshot,
+    pub error: &'a str,
+    pub error_code: Option<&'a str>,
+    pub now: i64,
+}
+
+/// Index of the guarded write in [`fail_if_unchanged`]'s and [`take_over`]'s batches: 1 row changed =
+/// this call failed the run.
+pub const GUARDED_FAIL: usize = 0;
+
+/// The guarded fail, one batch: `running` → `failed` exactly when `lease_epoch`, `heartbeat_at` and
+/// `held_by` (NULL-safe) still equal the snapshot's, then release of that task's claim (only if its
+/// run is now terminal or missing). A heartbeat, append, lease or requeue since the snapshot changes
+/// one of them, and then nothing is written.
+pub fn fail_if_unchanged(d: Dialect, g: &GuardedFail<'_>) -> Vec<Stmt> {
+    let s = g.snapshot;
+    vec![
+        Stmt::pick(
+            d,
+            "UPDATE task_run SET status = 'failed', error = ?5, error_code = ?6, held_by = NULL, \
+             updated_at = ?7 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             AND heartbeat_at IS ?3 AND held_by IS ?4",
+            "UPDATE task_run SET status = 'failed', error = $5, error_code = $6, held_by = NULL, \
+             updated_at = $7 WHERE task_id = $1 AND status = 'running' AND lease_epoch = $2 \
+             AND heartbeat_at IS NOT DISTINCT FROM $3 AND held_by IS NOT DISTINCT FROM $4",
+            "UPDATE task_run SET status = 'failed', error = ?5, error_code = ?6, held_by = NULL, \
+             updated_at = ?7 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             AND heartbeat_at <=> ?3 AND held_by <=> ?4",
+            vec![
+                s.task_id.as_str().into(),
+                s.lease_epoch.into(),
+                s.heartbeat_at.into(),
+                s.held_by.as_deref().into(),
+                g.error.into(),
+                g.error_code.into(),
+                g.now.into(),
+            ],
+        ),
+        release_claim_of(d, &s.task_id),
+    ]
+}
+
+/// A takeover admission: fail the session's silent holder (guarded by its snapshot) with `reason`
+/// and admit `new` in its place, as one unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Takeover<'a> {
+    pub snapshot: &'a RunSnapshot,
+    /// The old run's `error`; a takeover writes no `error_code` (SPEC).
+    pub reason: &'a str,
+    pub new: &'a NewRun<'a>,
+}
+
+/// Index in [`take_over`]'s batch where [`admit`]'s statements start.
+pub const TAKEOVER_ADMIT: usize = 2;
+
+/// Takeover as one batch: the guarded fail of the old holder (error = reason, no error code), also
+/// conditional on the old run belonging to `new`'s session and that session being the submitter's
+/// (so a foreign submitter writes nothing); release of the old run's claim (only if now terminal);
+/// then exactly [`admit`]'s statements. When the guard fails (a heartbeat landed since the
+/// snapshot) the old run keeps its claim, the admission's claim insert fails on `task_active` and the
+/// whole batch rolls back.
+pub fn take_over(d: Dialect, t: &Takeover<'_>) -> Vec<Stmt> {
+    let s = t.snapshot;
+    let mut batch = vec![
+        Stmt::pick(
+            d,
+            "UPDATE task_run SET status = 'failed', error = ?5, error_code = NULL, held_by = NULL, \
+             updated_at = ?6 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             AND heartbeat_at IS ?3 AND held_by IS ?4 AND session_id = ?7 \
+             AND EXISTS (SELECT 1 FROM session WHERE session_id = ?7 AND owner IS ?8)",
+            "UPDATE task_run SET status = 'failed', error = $5, error_code = NULL, held_by = NULL, \
+             updated_at = $6 WHERE task_id = $1 AND status = 'running' AND lease_epoch = $2 \
+             AND heartbeat_at IS NOT DISTINCT FROM $3 AND held_by IS NOT DISTINCT FROM $4 AND session_id = $7 \
+             AND EXISTS (SELECT 1 FROM session WHERE session_id = $7 AND owner IS NOT DISTINCT FROM $8)",
+            "UPDATE task_run SET status = 'failed', error = ?5, error_code = NULL, held_by = NULL, \
+             updated_at = ?6 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             AND heartbeat_at <=> ?3 AND held_by <=> ?4 AND session_id = ?7 \
+             AND EXISTS (SELECT 1 FROM session WHERE session_id = ?7 AND owner <=> ?8)",
+            vec![
+                s.task_id.as_str().into(),
+                s.lease_epoch.into(),
+                s.heartbeat_at.into(),
+                s.held_by.as_deref().into(),
+                t.reason.into(),
+                t.new.now.into(),
+                t.new.session_id.into(),
+                t.new.owner.into(),
+            ],
+        ),
+        release_claim_of(d, &s.task_id),
+    ];
+    batch.extend(admit(d, t.new));
+    batch
 }
 
 /// Sets the cancel flag of a non-terminal run the owner (NULL-safe) owns, then reads the flag back:

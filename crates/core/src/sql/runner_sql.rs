@@ -1,8 +1,10 @@
 //! The runner protocol's statements, in three dialects: lease, heartbeat (with steer delivery),
 //! finish, and steer queueing.
 //!
-//! Every write by a lease holder is fenced: `lease_epoch = ?` and `status = 'running'` sit in the WHERE
-//! clause of each statement of its batch, so a stale epoch changes nothing at all. Batches that derive
+//! Every write by a lease holder is fenced by the lease and the holder's identity:
+//! `lease_epoch = ? AND held_by = ? AND status = 'running'` sits in the WHERE clause of each statement
+//! of its batch, so a stale epoch, an unleased run or another runner's id changes nothing at all (the
+//! store refuses an epoch below 1 without a query: a lease makes it at least 1). Batches that derive
 //! a sequence number from the run row (finish, steer) first write that row, which in PostgreSQL and
 //! MySQL row-locks it for the rest of the transaction, so concurrent batches of the same run
 //! serialise instead of colliding on a key (SQLite / D1 batches are serialised anyway).
@@ -26,14 +28,15 @@ pub const LEASE_CAS: usize = 0;
 /// Index of the read-back in [`try_lease`]'s batch (a row only if this runner holds the lease).
 pub const LEASE_READ: usize = 1;
 
-/// Compare-and-set: an unheld running run becomes held by `runner_id` under a new epoch; then the
+/// Compare-and-set: an unheld running run becomes held by `runner_id` under a new epoch, not yet
+/// acknowledged (`lease_acked = 0`; its holder's first heartbeat or append acknowledges it); then the
 /// lease is read back (only if this runner holds it).
 pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<Stmt> {
     vec![
         Stmt::portable(
             d,
-            "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, heartbeat_at = ?3, \
-             updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
+            "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+             heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
             vec![task_id.into(), runner_id.into(), now.into()],
         ),
         Stmt::pick(
@@ -54,6 +57,8 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
 pub struct Heartbeat<'a> {
     pub task_id: &'a str,
     pub lease_epoch: i64,
+    /// The runner holding the lease (`held_by`).
+    pub runner_id: &'a str,
     /// Fresh per heartbeat: names the steer messages this heartbeat takes.
     pub delivery_id: &'a str,
     pub now: i64,
@@ -66,33 +71,40 @@ pub const HEARTBEAT_READ: usize = 2;
 /// Index of the delivered steer messages in [`heartbeat`]'s batch.
 pub const HEARTBEAT_STEER: usize = 3;
 
-/// A heartbeat: refresh liveness under the fence, mark the undelivered steer messages as taken by
-/// this heartbeat (`delivery_id`), and read back the fenced cancel flag and exactly those messages.
+/// A heartbeat: refresh liveness and acknowledge the lease under the fence, mark the undelivered
+/// steer messages as taken by this heartbeat (`delivery_id`), and read back the fenced cancel flag
+/// and exactly those messages.
 pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
             d,
-            "UPDATE task_run SET heartbeat_at = ?3 WHERE task_id = ?1 AND lease_epoch = ?2 \
-             AND status = 'running' AND held_by IS NOT NULL",
-            vec![h.task_id.into(), h.lease_epoch.into(), h.now.into()],
+            "UPDATE task_run SET heartbeat_at = ?3, lease_acked = 1 WHERE task_id = ?1 \
+             AND lease_epoch = ?2 AND held_by = ?4 AND status = 'running'",
+            vec![
+                h.task_id.into(),
+                h.lease_epoch.into(),
+                h.now.into(),
+                h.runner_id.into(),
+            ],
         ),
         Stmt::portable(
             d,
             "UPDATE steer_message SET delivered_at = ?3, delivery_id = ?4 WHERE task_id = ?1 \
              AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
-             AND lease_epoch = ?2 AND status = 'running' AND held_by IS NOT NULL)",
+             AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running')",
             vec![
                 h.task_id.into(),
                 h.lease_epoch.into(),
                 h.now.into(),
                 h.delivery_id.into(),
+                h.runner_id.into(),
             ],
         ),
         Stmt::portable(
             d,
             "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND lease_epoch = ?2 \
-             AND status = 'running' AND held_by IS NOT NULL",
-            vec![h.task_id.into(), h.lease_epoch.into()],
+             AND held_by = ?3 AND status = 'running'",
+            vec![h.task_id.into(), h.lease_epoch.into(), h.runner_id.into()],
         ),
         Stmt::portable(
             d,
@@ -107,6 +119,8 @@ pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
 pub struct Finish<'a> {
     pub task_id: &'a str,
     pub lease_epoch: i64,
+    /// The runner holding the lease (`held_by`).
+    pub runner_id: &'a str,
     pub status: TerminalStatus,
     /// JSON text.
     pub result_json: Option<&'a str>,
@@ -123,43 +137,50 @@ pub const FINISH_FENCE: usize = 0;
 /// Index of the terminal write in [`finish`]'s batch.
 pub const FINISH_WRITE: usize = 2;
 
-/// The runner's finish, one fenced batch: advance `last_seq` (locking the row), append the `done`
-/// event at the advanced `last_seq`, write the terminal status (write-once: only from `running`
-/// under this epoch), release this task's claim, and read the counter back.
+/// The runner's finish, one batch fenced by the lease and its holder: advance `last_seq` (locking the
+/// row), append the `done` event at the advanced `last_seq`, write the terminal status (write-once:
+/// only from `running` under this lease), release this task's claim, and read the counter back.
 pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
             d,
             "UPDATE task_run SET last_seq = last_seq + 1, updated_at = ?3 \
-             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
-            vec![f.task_id.into(), f.lease_epoch.into(), f.now.into()],
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?4 AND status = 'running'",
+            vec![
+                f.task_id.into(),
+                f.lease_epoch.into(),
+                f.now.into(),
+                f.runner_id.into(),
+            ],
         ),
         Stmt::pick(
             d,
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT ?1, last_seq, 'done', ?3, NULL, ?4 FROM task_run \
-             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running'",
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT $1::varchar, last_seq, 'done', $3::jsonb, NULL, $4::bigint FROM task_run \
-             WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND status = 'running'",
+             WHERE task_id = $1::varchar AND lease_epoch = $2::bigint AND held_by = $5::varchar \
+             AND status = 'running'",
             "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
              SELECT ?1, last_seq, 'done', ?3, NULL, ?4 FROM task_run \
-             WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running'",
             vec![
                 f.task_id.into(),
                 f.lease_epoch.into(),
                 f.done_json.into(),
                 f.now.into(),
+                f.runner_id.into(),
             ],
         ),
         Stmt::pick(
             d,
             "UPDATE task_run SET status = ?3, result = ?4, error = ?5, error_code = ?6, held_by = NULL, \
-             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
             "UPDATE task_run SET status = $3, result = $4::jsonb, error = $5, error_code = $6, held_by = NULL, \
-             updated_at = $7 WHERE task_id = $1 AND lease_epoch = $2 AND status = 'running'",
+             updated_at = $7 WHERE task_id = $1 AND lease_epoch = $2 AND held_by = $8 AND status = 'running'",
             "UPDATE task_run SET status = ?3, result = ?4, error = ?5, error_code = ?6, held_by = NULL, \
-             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND status = 'running'",
+             updated_at = ?7 WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
             vec![
                 f.task_id.into(),
                 f.lease_epoch.into(),
@@ -168,6 +189,7 @@ pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
                 f.error.into(),
                 f.error_code.into(),
                 f.now.into(),
+                f.runner_id.into(),
             ],
         ),
         super::run_sql::release_claim_of(d, f.task_id),

@@ -6,8 +6,9 @@ use sema_core::{
     leader::{self, LeaderFinish},
     sql::DbError,
     store::{
-        prelude::*, Appended, CreateRun, Finish, Heartbeat, ListScope, NewCheckpoint, NewEvent,
-        NewRun, ParkStatus, ReapReport, SessionTask, StoreError, Terminal, TerminalStatus, Tick,
+        prelude::*, Append, Appended, CreateRun, Finish, GuardedFail, Heartbeat, ListScope,
+        NewCheckpoint, NewEvent, NewRun, ParkStatus, ReapReport, RunSnapshot, SessionTask,
+        StaleCutoffs, StoreError, Takeover, Terminal, TerminalStatus, Tick, TickRecord,
     },
 };
 
@@ -64,10 +65,23 @@ fn pairs(list: &[(&str, &str)]) -> Vec<SessionTask> {
     v
 }
 
-/// Reaper ticks, each with a fresh tick id.
+/// Reaper ticks, each with a fresh tick id. `reap_stale`: one cutoff for held and queued runs.
 async fn reap_stale<S: ReaperStore>(
     s: &S,
     cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<ReapReport, StoreError> {
+    let cutoffs = StaleCutoffs {
+        held: cutoff,
+        queued: cutoff,
+    };
+    reap_stale_with(s, &cutoffs, now, limit).await
+}
+
+async fn reap_stale_with<S: ReaperStore>(
+    s: &S,
+    cutoffs: &StaleCutoffs,
     now: i64,
     limit: i64,
 ) -> Result<ReapReport, StoreError> {
@@ -78,8 +92,45 @@ async fn reap_stale<S: ReaperStore>(
             now,
             limit,
         },
-        cutoff,
+        cutoffs,
     )
+    .await
+}
+
+async fn requeue<S: ReaperStore>(
+    s: &S,
+    ack_cutoff: i64,
+    now: i64,
+    limit: i64,
+) -> Result<Vec<SessionTask>, StoreError> {
+    let id = unique("tick");
+    s.requeue_unacked_leases(
+        &Tick {
+            id: &id,
+            now,
+            limit,
+        },
+        ack_cutoff,
+    )
+    .await
+}
+
+/// An append by `runner` under `lease_epoch`.
+async fn append<S: LedgerStore>(
+    s: &S,
+    task: &str,
+    lease_epoch: i64,
+    runner: &str,
+    events: &[NewEvent<'_>],
+    now: i64,
+) -> Result<Appended, StoreError> {
+    s.append_events(&Append {
+        task_id: task,
+        lease_epoch,
+        runner_id: runner,
+        events,
+        now,
+    })
     .await
 }
 
@@ -460,27 +511,28 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         data,
         event_id: None,
     };
-    let a = s
-        .append_events(
-            "t1",
-            0,
-            &[
-                ev("text_delta", r#"{"delta":"a"}"#),
-                ev("text_delta", r#"{"delta":"b"}"#),
-            ],
-            NOW,
-        )
-        .await
-        .unwrap();
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let a = append(
+        &s,
+        "t1",
+        e,
+        "r1",
+        &[
+            ev("text_delta", r#"{"delta":"a"}"#),
+            ev("text_delta", r#"{"delta":"b"}"#),
+        ],
+        NOW,
+    )
+    .await
+    .unwrap();
     assert_eq!(a, Appended::Seqs(vec![1, 2]));
-    let b = s
-        .append_events("t1", 0, &[ev("tool_start", r#"{"n":3}"#)], NOW)
+    let b = append(&s, "t1", e, "r1", &[ev("tool_start", r#"{"n":3}"#)], NOW)
         .await
         .unwrap();
     assert_eq!(b, Appended::Seqs(vec![3]));
     // A stale epoch writes nothing.
     assert_eq!(
-        s.append_events("t1", 7, &[ev("x", "{}")], NOW)
+        append(&s, "t1", 7, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::LeaseLost
@@ -492,23 +544,29 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     assert_eq!(data, serde_json::json!({"delta": "b"}));
     let tail = s.events_after("t1", 1, 1).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
-    // A resumed run has a new epoch: the old leg is fenced out.
+    // A parked run takes no events from its old leg; a resumed run has a new epoch and no holder
+    // until a runner leases it again, under a newer epoch still.
     s.park("t1", ParkStatus::Suspended, NOW).await.unwrap();
     assert_eq!(
-        s.append_events("t1", 0, &[ev("x", "{}")], NOW)
+        append(&s, "t1", e, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::LeaseLost
     );
-    let epoch = s.mark_resuming("t1", NOW).await.unwrap().unwrap();
+    let resumed = s.mark_resuming("t1", NOW).await.unwrap().unwrap();
+    for epoch in [e, resumed] {
+        assert_eq!(
+            append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
+                .await
+                .unwrap(),
+            Appended::LeaseLost,
+            "epoch {epoch}"
+        );
+    }
+    let epoch = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    assert_eq!(epoch, resumed + 1);
     assert_eq!(
-        s.append_events("t1", 0, &[ev("x", "{}")], NOW)
-            .await
-            .unwrap(),
-        Appended::LeaseLost
-    );
-    assert_eq!(
-        s.append_events("t1", epoch, &[ev("x", "{}")], NOW)
+        append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::Seqs(vec![4])
@@ -518,7 +576,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         .await
         .unwrap();
     assert_eq!(
-        s.append_events("t1", epoch, &[ev("x", "{}")], NOW)
+        append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::LeaseLost
@@ -632,9 +690,12 @@ async fn session_listings_page_by_recent_activity<F: Fixture>(fx: &F) {
 async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    s.append_events(
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    append(
+        &s,
         "t1",
-        0,
+        e,
+        "r1",
         &[NewEvent {
             kind: "x",
             data: "{}",
@@ -1168,19 +1229,23 @@ every_dialect!(
     a_reaper_reports_only_what_its_own_tick_changed,
 );
 
+/// A heartbeat by runner `r1`.
 fn beat<'a>(task: &'a str, lease_epoch: i64, delivery_id: &'a str, now: i64) -> Heartbeat<'a> {
     Heartbeat {
         task_id: task,
         lease_epoch,
+        runner_id: "r1",
         delivery_id,
         now,
     }
 }
 
+/// A finish by runner `r1`.
 fn finish<'a>(task: &'a str, lease_epoch: i64, status: TerminalStatus, now: i64) -> Finish<'a> {
     Finish {
         task_id: task,
         lease_epoch,
+        runner_id: "r1",
         status,
         result_json: None,
         error: None,
@@ -1453,9 +1518,11 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
     let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
     let e = lease.lease_epoch;
     assert_eq!(
-        s.append_events(
+        append(
+            &s,
             "t1",
             e,
+            "r1",
             &[
                 event("text_delta", r#"{"delta":"a"}"#, Some("e1")),
                 event("text_delta", r#"{"delta":"b"}"#, None),
@@ -1573,7 +1640,7 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
                 barrier.wait();
                 for _ in 0..10 {
                     let ev = [event("x", "{}", None), event("y", "{}", None)];
-                    match pollster::block_on(store.append_events(task, e, &ev, NOW)).unwrap() {
+                    match pollster::block_on(append(&store, task, e, "r1", &ev, NOW)).unwrap() {
                         Appended::Seqs(_) => {}
                         Appended::LeaseLost => break,
                     }
@@ -1614,7 +1681,7 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
     assert_eq!(
-        s.append_events("t1", e, &[event("x", "{}", Some("e1"))], NOW)
+        append(&s, "t1", e, "r1", &[event("x", "{}", Some("e1"))], NOW)
             .await
             .unwrap(),
         Appended::Seqs(vec![1])
@@ -1628,7 +1695,7 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
         vec![event("x", "{}", Some("e3")), event("x", "{}", Some("e3"))],
     ] {
         assert_eq!(
-            s.append_events("t1", e, &batch, NOW).await.unwrap_err(),
+            append(&s, "t1", e, "r1", &batch, NOW).await.unwrap_err(),
             duplicate
         );
     }
@@ -1640,14 +1707,14 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     admit(&s, "t2", "s2", None, NOW).await;
     let e2 = s.lease("r2", NOW, 1).await.unwrap().unwrap().lease_epoch;
     assert_eq!(
-        s.append_events("t2", e2, &[event("x", "{}", Some("e1"))], NOW)
+        append(&s, "t2", e2, "r2", &[event("x", "{}", Some("e1"))], NOW)
             .await
             .unwrap(),
         Appended::Seqs(vec![1])
     );
     // And the first run carries on from 2.
     assert_eq!(
-        s.append_events("t1", e, &[event("x", "{}", Some("e2"))], NOW)
+        append(&s, "t1", e, "r1", &[event("x", "{}", Some("e2"))], NOW)
             .await
             .unwrap(),
         Appended::Seqs(vec![2])
@@ -1806,4 +1873,751 @@ async fn a_reaper_reports_only_what_its_own_tick_changed<F: Fixture>(fx: &F) {
         .await
         .unwrap()
         .is_empty());
+}
+
+// ---- Sessions that heal themselves: fencing by holder, acknowledged leases, requeue, two stale
+// cutoffs, the guarded fail, takeover admission, the reaper tick log. ----
+
+every_dialect!(
+    runner_writes_without_the_current_lease_and_its_holder_write_nothing,
+    the_lease_holders_writes_succeed_and_acknowledge_the_lease,
+    an_append_by_the_holder_refreshes_liveness_and_acknowledges_the_lease,
+    an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_holder_is_fenced_out,
+    an_acknowledged_lease_is_never_requeued,
+    requeue_is_bounded_per_tick_and_oldest_first,
+    overlapping_requeue_ticks_requeue_and_report_each_run_once,
+    held_and_queued_runs_are_reaped_by_their_own_cutoff,
+    a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot,
+    a_guarded_fail_wins_when_nothing_changed_and_releases_the_claim,
+    a_takeover_admits_the_new_run_and_fails_the_old_with_the_reason_and_no_error_code,
+    a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing,
+    a_takeover_refused_for_another_reason_writes_nothing_either,
+    the_tick_log_keeps_only_the_newest_ticks_newest_first,
+);
+
+/// A heartbeat by `runner`.
+fn beat_by<'a>(
+    task: &'a str,
+    lease_epoch: i64,
+    runner: &'a str,
+    delivery_id: &'a str,
+    now: i64,
+) -> Heartbeat<'a> {
+    Heartbeat {
+        runner_id: runner,
+        ..beat(task, lease_epoch, delivery_id, now)
+    }
+}
+
+async fn snapshot_of<S: RunReadStore>(s: &S, task: &str) -> RunSnapshot {
+    RunSnapshot::of(&s.get_run(task).await.unwrap().expect("run exists"))
+}
+
+fn guarded<'a>(snapshot: &'a RunSnapshot, now: i64) -> GuardedFail<'a> {
+    GuardedFail {
+        snapshot,
+        error: "runner silent",
+        error_code: Some("run.stalled"),
+        now,
+    }
+}
+
+const TAKEOVER_REASON: &str = "superseded: the session was taken over";
+
+async fn take_over<S: AdmissionStore>(
+    s: &S,
+    snapshot: &RunSnapshot,
+    new: &NewRun<'_>,
+) -> CreateRun {
+    s.take_over_and_create(&Takeover {
+        snapshot,
+        reason: TAKEOVER_REASON,
+        new,
+    })
+    .await
+    .unwrap()
+}
+
+/// Every runner write by `(epoch, runner)` is refused and leaves the run exactly as it was.
+async fn assert_refused<S: RunnerStore + LedgerStore + RunReadStore>(
+    s: &S,
+    task: &str,
+    epoch: i64,
+    runner: &str,
+    now: i64,
+) {
+    let before = s.get_run(task).await.unwrap().unwrap();
+    let events_before = s.events_after(task, 0, 100).await.unwrap().len();
+    let what = format!("{task}: epoch {epoch}, runner {runner:?}");
+    assert_eq!(
+        s.heartbeat(&beat_by(task, epoch, runner, &unique("d"), now))
+            .await
+            .unwrap(),
+        None,
+        "heartbeat, {what}"
+    );
+    assert_eq!(
+        append(s, task, epoch, runner, &[event("x", "{}", None)], now)
+            .await
+            .unwrap(),
+        Appended::LeaseLost,
+        "append, {what}"
+    );
+    assert_eq!(
+        s.finish_run(&Finish {
+            runner_id: runner,
+            ..finish(task, epoch, TerminalStatus::Completed, now)
+        })
+        .await
+        .unwrap(),
+        None,
+        "finish, {what}"
+    );
+    assert_eq!(
+        s.get_run(task).await.unwrap().unwrap(),
+        before,
+        "nothing written, {what}"
+    );
+    assert_eq!(
+        s.events_after(task, 0, 100).await.unwrap().len(),
+        events_before,
+        "no event, {what}"
+    );
+}
+
+async fn runner_writes_without_the_current_lease_and_its_holder_write_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW + 1).await;
+    let e = s
+        .lease("r1", NOW + 2, 8)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert_eq!(e, 1);
+    // Unleased (queued): epoch 0 never matches, nor does a guessed epoch 1.
+    admit(&s, "queued", "s0", None, NOW).await;
+    for epoch in [0, 1, -1] {
+        assert_refused(&s, "queued", epoch, "r1", NOW + 1).await;
+    }
+    // Leased by r1: epoch 0, a stale or future epoch, another runner, an empty runner id.
+    assert_eq!(
+        s.add_steer("t1", "turn left", NOW + 3).await.unwrap(),
+        Some(1)
+    );
+    for (epoch, runner) in [(0, "r1"), (e + 1, "r1"), (e, "r2"), (e, ""), (e, "R1")] {
+        assert_refused(&s, "t1", epoch, runner, NOW + 4).await;
+    }
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.heartbeat_at, run.lease_acked, run.held_by.as_deref()),
+        (Some(NOW + 2), false, Some("r1"))
+    );
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+    // The steer message was not taken by a refused heartbeat: the holder gets it.
+    let b = s
+        .heartbeat(&beat("t1", e, "d-holder", NOW + 5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.steer, vec![(1, "turn left".to_owned())]);
+}
+
+async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert!(!s.get_run("t1").await.unwrap().unwrap().lease_acked);
+    assert!(s
+        .heartbeat(&beat("t1", e, "d1", NOW + 2))
+        .await
+        .unwrap()
+        .is_some());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.heartbeat_at, run.lease_acked), (Some(NOW + 2), true));
+    assert_eq!(
+        append(&s, "t1", e, "r1", &[event("x", "{}", None)], NOW + 3)
+            .await
+            .unwrap(),
+        Appended::Seqs(vec![1])
+    );
+    assert_eq!(
+        s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 4))
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.status.as_str(), run.held_by), ("completed", None));
+    assert_eq!(holder_of(&s, "s1").await, None);
+    // A new lease starts unacknowledged again.
+    admit(&s, "t2", "s1", None, NOW + 5).await;
+    let e2 = s
+        .lease("r2", NOW + 6, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert_eq!(e2, 1);
+    assert!(!s.get_run("t2").await.unwrap().unwrap().lease_acked);
+}
+
+async fn an_append_by_the_holder_refreshes_liveness_and_acknowledges_the_lease<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.heartbeat_at, run.lease_acked), (Some(NOW + 1), false));
+    append(&s, "t1", e, "r1", &[event("x", "{}", None)], NOW + 5)
+        .await
+        .unwrap();
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.heartbeat_at, run.lease_acked, run.updated_at),
+        (Some(NOW + 5), true, NOW + 5)
+    );
+    // Acknowledged: never requeued, however old its lease.
+    assert_eq!(
+        requeue(&s, NOW + 1_000, NOW + 1_000, 10).await.unwrap(),
+        vec![]
+    );
+    // Alive by its appends: a held-stale cutoff before the append does not reap it.
+    let cutoffs = StaleCutoffs {
+        held: NOW + 5,
+        queued: NOW + 5,
+    };
+    assert!(reap_stale_with(&s, &cutoffs, NOW + 6, 10)
+        .await
+        .unwrap()
+        .reaped
+        .is_empty());
+    assert_eq!(status_of(&s, "t1").await, "running");
+}
+
+async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_holder_is_fenced_out<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    // Not before the cutoff passes the lease time.
+    assert_eq!(requeue(&s, NOW + 1, NOW + 5, 10).await.unwrap(), vec![]);
+    assert_eq!(
+        requeue(&s, NOW + 2, NOW + 10, 10).await.unwrap(),
+        pairs(&[("s1", "t1")])
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.held_by.as_deref(),
+            run.lease_epoch,
+            run.heartbeat_at,
+            run.lease_acked
+        ),
+        ("running", None, e + 1, Some(NOW + 10), false)
+    );
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t1"),
+        "claim kept"
+    );
+    // The silent holder wakes up: its lease is gone.
+    assert_refused(&s, "t1", e, "r1", NOW + 11).await;
+    // Requeued once: an unheld run is not requeued again.
+    assert_eq!(requeue(&s, NOW + 100, NOW + 100, 10).await.unwrap(), vec![]);
+    // Another runner leases it under a newer epoch still; the old holder stays fenced out.
+    let lease = s.lease("r2", NOW + 12, 1).await.unwrap().unwrap();
+    assert_eq!((lease.task_id.as_str(), lease.lease_epoch), ("t1", e + 2));
+    assert_refused(&s, "t1", e, "r1", NOW + 13).await;
+    assert_refused(&s, "t1", e + 2, "r1", NOW + 13).await;
+    assert!(s
+        .heartbeat(&beat_by("t1", e + 2, "r2", "d", NOW + 14))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+async fn an_acknowledged_lease_is_never_requeued<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "acked", "s1", None, NOW).await;
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    // A heartbeat in the lease's own millisecond still acknowledges it.
+    assert!(s
+        .heartbeat(&beat("acked", e, "d1", NOW))
+        .await
+        .unwrap()
+        .is_some());
+    // Queued and parked runs are not requeued either (nobody holds them).
+    admit(&s, "queued", "s2", None, NOW).await;
+    admit(&s, "parked", "s3", None, NOW).await;
+    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    assert_eq!(
+        requeue(&s, NOW + 10_000, NOW + 10_000, 10).await.unwrap(),
+        vec![]
+    );
+    let run = s.get_run("acked").await.unwrap().unwrap();
+    assert_eq!(
+        (run.held_by.as_deref(), run.lease_epoch, run.lease_acked),
+        (Some("r1"), e, true)
+    );
+    assert_eq!(s.get_run("queued").await.unwrap().unwrap().lease_epoch, 0);
+}
+
+async fn requeue_is_bounded_per_tick_and_oldest_first<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for i in 0..3 {
+        admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW).await;
+        s.lease("r1", NOW + i, 8).await.unwrap().unwrap();
+    }
+    assert_eq!(
+        requeue(&s, NOW + 10, NOW + 20, 2).await.unwrap(),
+        pairs(&[("s0", "t0"), ("s1", "t1")]),
+        "the two oldest leases first"
+    );
+    assert_eq!(
+        requeue(&s, NOW + 10, NOW + 20, 2).await.unwrap(),
+        pairs(&[("s2", "t2")])
+    );
+    assert_eq!(requeue(&s, NOW + 10, NOW + 20, 2).await.unwrap(), vec![]);
+}
+
+async fn overlapping_requeue_ticks_requeue_and_report_each_run_once<F: Fixture + Sync>(fx: &F) {
+    let s = fx.store();
+    let mut expected = vec![];
+    for i in 0..7 {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        s.lease(&format!("r{i}"), NOW + i, 8)
+            .await
+            .unwrap()
+            .unwrap();
+        expected.push(SessionTask::new(session, task));
+    }
+    expected.sort();
+    let mut requeued = vec![];
+    for round in 0..10 {
+        let reports = concurrently(fx, 3, |store| {
+            pollster::block_on(requeue(store, NOW + 100, NOW + 200 + round, 3))
+        });
+        let mut idle = true;
+        for r in reports {
+            let r = r.unwrap();
+            idle &= r.is_empty();
+            requeued.extend(r);
+        }
+        if idle {
+            break;
+        }
+    }
+    requeued.sort();
+    assert_eq!(
+        requeued, expected,
+        "every unacknowledged lease requeued and reported exactly once"
+    );
+    for p in &expected {
+        let run = s.get_run(&p.task_id).await.unwrap().unwrap();
+        assert_eq!(
+            (run.held_by, run.lease_epoch),
+            (None, 2),
+            "{}: one requeue, one epoch bump",
+            p.task_id
+        );
+    }
+}
+
+async fn held_and_queued_runs_are_reaped_by_their_own_cutoff<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "held_old", "s1", None, NOW - 2).await;
+    admit(&s, "held_young", "s2", None, NOW - 1).await;
+    assert_eq!(
+        s.lease("r1", NOW + 10, 1).await.unwrap().unwrap().task_id,
+        "held_old"
+    );
+    let e = s
+        .lease("r2", NOW + 10, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    s.heartbeat(&beat_by("held_young", e, "r2", "d", NOW + 80))
+        .await
+        .unwrap()
+        .unwrap();
+    admit(&s, "queued_old", "s3", None, NOW).await;
+    admit(&s, "queued_young", "s4", None, NOW + 50).await;
+    // heartbeat_at: held_old NOW+10, held_young NOW+80, queued_old NOW, queued_young NOW+50.
+    let cutoffs = StaleCutoffs {
+        held: NOW + 70,
+        queued: NOW + 20,
+    };
+    // Bounded in all, oldest first across both kinds.
+    let first = reap_stale_with(&s, &cutoffs, NOW + 100, 1).await.unwrap();
+    assert_eq!(first.reaped, pairs(&[("s3", "queued_old")]));
+    let second = reap_stale_with(&s, &cutoffs, NOW + 100, 10).await.unwrap();
+    assert_eq!(second.reaped, pairs(&[("s1", "held_old")]));
+    assert_eq!(
+        second.terminal_claims_released,
+        pairs(&[("s1", "held_old")])
+    );
+    assert!(reap_stale_with(&s, &cutoffs, NOW + 100, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    for task in ["held_old", "queued_old"] {
+        let run = s.get_run(task).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                run.status.as_str(),
+                run.error.as_deref(),
+                run.error_code.as_deref(),
+                run.held_by
+            ),
+            (
+                "failed",
+                Some("run stalled (instance lost?)"),
+                Some("run.stalled"),
+                None
+            ),
+            "{task}"
+        );
+    }
+    // queued_young (NOW+50) is younger than the queued cutoff though older than the held one;
+    // held_young (NOW+80) is younger than the held cutoff.
+    assert_eq!(status_of(&s, "queued_young").await, "running");
+    assert_eq!(status_of(&s, "held_young").await, "running");
+    // The other way round: the queued cutoff takes queued_young, the held cutoff spares held_young.
+    let cutoffs = StaleCutoffs {
+        held: NOW + 5,
+        queued: NOW + 60,
+    };
+    let third = reap_stale_with(&s, &cutoffs, NOW + 200, 10).await.unwrap();
+    assert_eq!(third.reaped, pairs(&[("s4", "queued_young")]));
+    assert_eq!(
+        third.terminal_claims_released,
+        pairs(&[("s4", "queued_young")])
+    );
+    assert_eq!(status_of(&s, "held_young").await, "running");
+    assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("held_young"));
+}
+
+async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let snapshot = snapshot_of(&s, "t1").await;
+    s.heartbeat(&beat("t1", e, "d1", NOW + 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!s
+        .fail_if_unchanged(&guarded(&snapshot, NOW + 3))
+        .await
+        .unwrap());
+    // An append, a requeue and a lease change the evidence the same way.
+    let snapshot = snapshot_of(&s, "t1").await;
+    append(&s, "t1", e, "r1", &[event("x", "{}", None)], NOW + 4)
+        .await
+        .unwrap();
+    assert!(!s
+        .fail_if_unchanged(&guarded(&snapshot, NOW + 5))
+        .await
+        .unwrap());
+    admit(&s, "t2", "s2", None, NOW).await;
+    let queued = snapshot_of(&s, "t2").await;
+    s.lease("r2", NOW, 1).await.unwrap().unwrap();
+    assert!(!s
+        .fail_if_unchanged(&guarded(&queued, NOW + 5))
+        .await
+        .unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.error, run.held_by.as_deref()),
+        ("running", None, Some("r1"))
+    );
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+    assert_eq!(status_of(&s, "t2").await, "running");
+}
+
+async fn a_guarded_fail_wins_when_nothing_changed_and_releases_the_claim<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let snapshot = snapshot_of(&s, "t1").await;
+    assert_eq!(snapshot.held_by.as_deref(), Some("r1"));
+    assert!(s
+        .fail_if_unchanged(&guarded(&snapshot, NOW + 9))
+        .await
+        .unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.error.as_deref(),
+            run.error_code.as_deref(),
+            run.held_by,
+            run.updated_at
+        ),
+        (
+            "failed",
+            Some("runner silent"),
+            Some("run.stalled"),
+            None,
+            NOW + 9
+        )
+    );
+    assert_eq!(holder_of(&s, "s1").await, None, "claim released");
+    assert!(
+        !s.fail_if_unchanged(&guarded(&snapshot, NOW + 10))
+            .await
+            .unwrap(),
+        "once"
+    );
+    // A queued run (nobody holds it) matches NULL-safely; no error code is written as NULL.
+    admit(&s, "t2", "s2", None, NOW).await;
+    let queued = snapshot_of(&s, "t2").await;
+    assert_eq!(queued.held_by, None);
+    let g = GuardedFail {
+        error_code: None,
+        ..guarded(&queued, NOW + 9)
+    };
+    assert!(s.fail_if_unchanged(&g).await.unwrap());
+    let run = s.get_run("t2").await.unwrap().unwrap();
+    assert_eq!((run.status.as_str(), run.error_code), ("failed", None));
+    assert_eq!(holder_of(&s, "s2").await, None);
+    // The snapshot survives a serde round trip (a session object stores it).
+    let text = serde_json::to_string(&snapshot).unwrap();
+    assert_eq!(
+        serde_json::from_str::<RunSnapshot>(&text).unwrap(),
+        snapshot
+    );
+}
+
+async fn a_takeover_admits_the_new_run_and_fails_the_old_with_the_reason_and_no_error_code<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit(&s, "old", "s1", Some("alice"), NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let snapshot = snapshot_of(&s, "old").await;
+    let new = NewRun {
+        idempotency: Some((&"k".repeat(64), &"f".repeat(64), 202, "{}")),
+        ..new_run("new", "s1", Some("alice"), NOW + 50)
+    };
+    let out = take_over(&s, &snapshot, &new).await;
+    assert_eq!(out, CreateRun::Created);
+    let old = s.get_run("old").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            old.status.as_str(),
+            old.error.as_deref(),
+            old.error_code,
+            old.held_by,
+            old.updated_at
+        ),
+        ("failed", Some(TAKEOVER_REASON), None, None, NOW + 50)
+    );
+    let run = s.get_run("new").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.owner.as_deref(), run.lease_epoch),
+        ("running", Some("alice"), 0)
+    );
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("new"));
+    assert_eq!(
+        s.idempotency(&"k".repeat(64))
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
+        "new"
+    );
+    // The old holder is fenced out.
+    assert_refused(&s, "old", e, "r1", NOW + 51).await;
+}
+
+async fn a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "old", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let snapshot = snapshot_of(&s, "old").await;
+    s.heartbeat(&beat("old", e, "d1", NOW + 2))
+        .await
+        .unwrap()
+        .unwrap();
+    let before = s.get_run("old").await.unwrap().unwrap();
+    let session_before = s.get_session("s1").await.unwrap().unwrap();
+    let new = NewRun {
+        idempotency: Some((&"k".repeat(64), &"f".repeat(64), 202, "{}")),
+        ..new_run("new", "s1", None, NOW + 50)
+    };
+    let out = take_over(&s, &snapshot, &new).await;
+    let CreateRun::Held(Some(holder)) = out else {
+        panic!("expected Held with the holder, got {out:?}");
+    };
+    assert_eq!(
+        (holder.task_id.as_str(), holder.status.as_deref()),
+        ("old", Some("running"))
+    );
+    assert_eq!(
+        s.get_run("old").await.unwrap().unwrap(),
+        before,
+        "old row untouched"
+    );
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("old"));
+    assert!(s.get_run("new").await.unwrap().is_none(), "no new row");
+    assert!(s.idempotency(&"k".repeat(64)).await.unwrap().is_none());
+    assert_eq!(s.get_session("s1").await.unwrap().unwrap(), session_before);
+    // The holder carries on.
+    assert!(s
+        .heartbeat(&beat("old", e, "d2", NOW + 51))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+async fn a_takeover_refused_for_another_reason_writes_nothing_either<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "old", "s1", Some("alice"), NOW).await;
+    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    admit(&s, "elsewhere", "s2", Some("alice"), NOW).await;
+    let snapshot = snapshot_of(&s, "old").await;
+    let before = s.get_run("old").await.unwrap().unwrap();
+    // Another principal's session.
+    assert_eq!(
+        take_over(
+            &s,
+            &snapshot,
+            &new_run("new", "s1", Some("mallory"), NOW + 5)
+        )
+        .await,
+        CreateRun::ForeignSession {
+            owner: Some("alice".into())
+        }
+    );
+    // A taken task id.
+    let CreateRun::TaskIdTaken(Some(taken)) = take_over(
+        &s,
+        &snapshot,
+        &new_run("elsewhere", "s1", Some("alice"), NOW + 5),
+    )
+    .await
+    else {
+        panic!("expected TaskIdTaken");
+    };
+    assert_eq!(taken.task_id, "elsewhere");
+    // A snapshot of a run of another session never fails that run.
+    let other = snapshot_of(&s, "elsewhere").await;
+    let out = take_over(&s, &other, &new_run("new", "s1", Some("alice"), NOW + 5)).await;
+    assert!(
+        matches!(out, CreateRun::Held(Some(ref h)) if h.task_id == "old"),
+        "{out:?}"
+    );
+    assert_eq!(status_of(&s, "elsewhere").await, "running");
+    assert_eq!(s.get_run("old").await.unwrap().unwrap(), before);
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("old"));
+    assert!(s.get_run("new").await.unwrap().is_none());
+}
+
+async fn the_tick_log_keeps_only_the_newest_ticks_newest_first<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    assert!(s.recent_ticks(10).await.unwrap().is_empty());
+    // Started at 1, 2, 3, 3, 5 (a tie broken by tick id); keep 3.
+    let ticks = [("a", 1), ("b", 2), ("c", 3), ("d", 3), ("e", 5)];
+    for (id, started) in ticks {
+        let report = format!(r#"{{"tick":"{id}","reaped":[]}}"#);
+        s.record_tick(
+            &TickRecord {
+                tick_id: id,
+                started_at: NOW + started,
+                finished_at: NOW + started + 7,
+                report_json: &report,
+            },
+            3,
+        )
+        .await
+        .unwrap();
+    }
+    let recent = s.recent_ticks(10).await.unwrap();
+    assert_eq!(
+        recent
+            .iter()
+            .map(|t| t.tick_id.as_str())
+            .collect::<Vec<_>>(),
+        ["e", "d", "c"]
+    );
+    assert_eq!(
+        (recent[0].started_at, recent[0].finished_at),
+        (NOW + 5, NOW + 12)
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&recent[1].report_json).unwrap(),
+        serde_json::json!({"tick": "d", "reaped": []})
+    );
+    assert_eq!(s.recent_ticks(2).await.unwrap().len(), 2);
+    // Keeping fewer trims further; a reused tick id is refused.
+    s.record_tick(
+        &TickRecord {
+            tick_id: "f",
+            started_at: NOW + 6,
+            finished_at: NOW + 6,
+            report_json: "{}",
+        },
+        1,
+    )
+    .await
+    .unwrap();
+    let recent = s.recent_ticks(10).await.unwrap();
+    assert_eq!(
+        recent
+            .iter()
+            .map(|t| t.tick_id.as_str())
+            .collect::<Vec<_>>(),
+        ["f"]
+    );
+    assert!(s
+        .record_tick(
+            &TickRecord {
+                tick_id: "f",
+                started_at: NOW + 7,
+                finished_at: NOW + 7,
+                report_json: "{}",
+            },
+            5,
+        )
+        .await
+        .is_err());
 }

@@ -164,6 +164,7 @@ fn the_three_schemas_define_the_same_tables_columns_keys_and_indexes() {
         "idempotency_key",
         "leader_run",
         "leader_worker",
+        "reaper_tick",
         "run_event",
         "session",
         "steer_message",

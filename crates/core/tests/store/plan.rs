@@ -8,7 +8,7 @@ use sema_core::sql::{
     claim_sql, event_sql, event_sql::NewEvent, leader_sql, run_sql, run_sql::ListScope, runner_sql,
     Dialect, SqlValue, Stmt,
 };
-use sema_core::status::TerminalStatus;
+use sema_core::{run::RunSnapshot, status::TerminalStatus};
 
 fn plan(fx: &SqliteFx, stmt: &Stmt) -> Vec<String> {
     let exec = fx.connect();
@@ -34,7 +34,7 @@ fn plan(fx: &SqliteFx, stmt: &Stmt) -> Vec<String> {
 }
 
 /// Table names and the aliases the statements give them.
-const GUARDED: [&str; 10] = [
+const GUARDED: [&str; 12] = [
     "task_run",
     "tr",
     "run_event",
@@ -45,6 +45,8 @@ const GUARDED: [&str; 10] = [
     "task_active",
     "ta",
     "leader_run",
+    "reaper_tick",
+    "session",
 ];
 
 fn assert_indexed(name: &str, lines: &[String], ordered: bool) {
@@ -89,7 +91,10 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         assert_indexed_except(&format!("sweep {i}"), &plan(&fx, stmt), false, may_scan);
     }
     let reaper_batches = [
-        ("reap_stale", claim_sql::reap_stale(d, &tick, 1)),
+        (
+            "reap_stale",
+            claim_sql::reap_stale(d, &tick, &claim_sql::StaleCutoffs { held: 1, queued: 3 }),
+        ),
         (
             "fail_parked_expired",
             claim_sql::fail_parked_with_expired_checkpoint(d, &tick),
@@ -113,6 +118,67 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         leader_sql::reap_stale_running(d, "tick", "r", 10, 5)
             .into_iter()
             .map(|s| ("leader_reap_stale", s)),
+    );
+    reapers.extend(
+        claim_sql::requeue_unacked_leases(d, &tick, 1)
+            .into_iter()
+            .map(|s| ("requeue_unacked_leases", s)),
+    );
+    reapers.extend(
+        claim_sql::record_tick(
+            d,
+            &claim_sql::TickRecord {
+                tick_id: "tick",
+                started_at: 1,
+                finished_at: 2,
+                report_json: "{}",
+            },
+            50,
+        )
+        .into_iter()
+        .map(|s| ("record_tick", s)),
+    );
+    let snapshot = RunSnapshot {
+        task_id: "old".into(),
+        lease_epoch: 2,
+        heartbeat_at: Some(7),
+        held_by: Some("r".into()),
+    };
+    reapers.extend(
+        run_sql::fail_if_unchanged(
+            d,
+            &run_sql::GuardedFail {
+                snapshot: &snapshot,
+                error: "e",
+                error_code: None,
+                now: 1,
+            },
+        )
+        .into_iter()
+        .map(|s| ("fail_if_unchanged", s)),
+    );
+    let new = run_sql::NewRun {
+        task_id: "t",
+        session_id: "s",
+        owner: Some("o"),
+        instance_id: "i",
+        objective: "obj",
+        objective_preview: "obj",
+        meta_json: "{}",
+        now: 1,
+        idempotency: Some(("k", "f", 202, "{}")),
+    };
+    reapers.extend(
+        run_sql::take_over(
+            d,
+            &run_sql::Takeover {
+                snapshot: &snapshot,
+                reason: "r",
+                new: &new,
+            },
+        )
+        .into_iter()
+        .map(|s| ("take_over", s)),
     );
     reapers.push(("release_claim_of", run_sql::release_claim_of(d, "t")));
     reapers.extend(
@@ -141,6 +207,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             &runner_sql::Heartbeat {
                 task_id: "t",
                 lease_epoch: 1,
+                runner_id: "r",
                 delivery_id: "dv",
                 now: 1,
             },
@@ -154,6 +221,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             &runner_sql::Finish {
                 task_id: "t",
                 lease_epoch: 1,
+                runner_id: "r",
                 status: TerminalStatus::Completed,
                 result_json: None,
                 error: None,
@@ -171,13 +239,28 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             .map(|s| ("add_steer", s)),
     );
     runner.extend(
-        event_sql::append(d, "t", 1, &[event, event], 1)
-            .into_iter()
-            .map(|s| ("append", s)),
+        event_sql::append(
+            d,
+            &event_sql::Append {
+                task_id: "t",
+                lease_epoch: 1,
+                runner_id: "r",
+                events: &[event, event],
+                now: 1,
+            },
+        )
+        .into_iter()
+        .map(|s| ("append", s)),
     );
     for (name, stmt) in &runner {
         assert_indexed(name, &plan(&fx, stmt), false);
     }
+    // The tick log reads newest first from its index, without a sort.
+    assert_indexed(
+        "recent_ticks",
+        &plan(&fx, &claim_sql::recent_ticks(d, 20)),
+        true,
+    );
     // Lease candidates: the dedicated index serves both the filter and the order.
     let lines = plan(&fx, &runner_sql::lease_candidates(d, 8));
     assert_indexed("lease_candidates", &lines, true);
