@@ -199,7 +199,7 @@ impl SessionDo {
                         Box::pin(self.write_run(cx, state, input, Write::Fresh, attempts - 1)).await
                     }
                     // D1 names a non-terminal holder: judge it from its row before answering.
-                    Reconcile::Adopt { claim, .. } => {
+                    Reconcile::Adopt { claim } => {
                         Box::pin(self.adjudicate(cx, state, input, claim, attempts)).await
                     }
                     Reconcile::Foreign { owner } => {

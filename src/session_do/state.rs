@@ -35,7 +35,7 @@ impl SessionDo {
     /// Drops the remembered claim if `task_id` holds it (its run just ended); whether it did.
     pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<bool, Failure> {
         let mut state = self.load().await?;
-        if !state.claim.as_ref().is_some_and(|c| c.task_id == task_id) {
+        if state.claim.as_ref().is_none_or(|c| c.task_id != task_id) {
             return Ok(false);
         }
         state.claim = None;

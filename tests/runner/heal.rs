@@ -32,7 +32,15 @@ fn d1(sql: &str) -> Vec<Value> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("npx")
         .current_dir(root)
-        .args(["wrangler", "d1", "execute", "DB", "--local", "--persist-to", &state])
+        .args([
+            "wrangler",
+            "d1",
+            "execute",
+            "DB",
+            "--local",
+            "--persist-to",
+            &state,
+        ])
         .args(["--json", "--command", sql])
         .output()
         .expect("npx wrangler d1 execute");
@@ -54,7 +62,10 @@ fn cron() {
 
 fn submit(session: &str) -> String {
     client()
-        .post_json("/v1/runs", &json!({"sessionId": session, "objective": "heal me"}))
+        .post_json(
+            "/v1/runs",
+            &json!({"sessionId": session, "objective": "heal me"}),
+        )
         .admitted()
 }
 
@@ -150,7 +161,10 @@ fn a_heartbeating_runner_keeps_its_run_and_the_session_stays_409() {
     while Instant::now() < until {
         assert_eq!(beat(&task, "steady", epoch).status, 200);
         client()
-            .post_json("/v1/runs", &json!({"sessionId": session, "objective": "again"}))
+            .post_json(
+                "/v1/runs",
+                &json!({"sessionId": session, "objective": "again"}),
+            )
             .assert_refusal(409, "conflict.session_active_run");
         cron();
         std::thread::sleep(Duration::from_millis(400));
@@ -179,8 +193,14 @@ fn a_heartbeat_racing_the_reaper_never_leaves_a_run_both_heartbeating_and_failed
         // D1 serialises the two: a beat that committed first moved `heartbeat_at`, so the reaper's
         // re-checked predicate no longer matches; a reaper that committed first fenced the beat out.
         match beat_status {
-            200 => assert_eq!(status, "running", "round {round}: beat accepted, run failed"),
-            409 => assert_eq!(status, "failed", "round {round}: beat refused, run still running"),
+            200 => assert_eq!(
+                status, "running",
+                "round {round}: beat accepted, run failed"
+            ),
+            409 => assert_eq!(
+                status, "failed",
+                "round {round}: beat refused, run still running"
+            ),
             other => panic!("round {round}: heartbeat answered {other}"),
         }
         let listed = client().get(&format!("/v1/runs?sessionId={session}&status=running"));
@@ -211,12 +231,21 @@ fn the_cron_reaps_a_silent_run_its_session_object_was_never_told_about() {
     assert!(v["msSinceLastActivity"].as_i64().unwrap() > 0);
     cron();
     assert!(stored_failed(&run(&task)), "{}", run(&task));
-    assert!(d1(&format!("SELECT 1 FROM task_active WHERE task_id = '{task}'")).is_empty());
+    assert!(d1(&format!(
+        "SELECT 1 FROM task_active WHERE task_id = '{task}'"
+    ))
+    .is_empty());
     // The tick says what it did.
     let ops = client().with_role("operator");
     let ticks = ops.get("/v1/admin/reapers").json();
-    assert!(ticks["ticks"][0]["reaped"].as_u64().unwrap() >= 1, "{ticks}");
-    client().with_role("runner").get("/v1/admin/reapers").assert_refusal(403, "forbidden");
+    assert!(
+        ticks["ticks"][0]["reaped"].as_u64().unwrap() >= 1,
+        "{ticks}"
+    );
+    client()
+        .with_role("runner")
+        .get("/v1/admin/reapers")
+        .assert_refusal(403, "forbidden");
     // And the session admits.
     submit(&session);
 }
@@ -258,8 +287,14 @@ fn a_run_ended_out_of_band_frees_its_session_at_the_next_cancel() {
          DELETE FROM task_active WHERE task_id = '{task}';"
     ));
     let c = client().cancel(&task);
-    assert_eq!((c.status, c.json()["status"].as_str()), (200, Some("failed")));
-    let again = client().post_json("/v1/runs", &json!({"sessionId": session, "objective": "next"}));
+    assert_eq!(
+        (c.status, c.json()["status"].as_str()),
+        (200, Some("failed"))
+    );
+    let again = client().post_json(
+        "/v1/runs",
+        &json!({"sessionId": session, "objective": "next"}),
+    );
     assert_eq!(again.status, 202, "{}", again.body);
 }
 
@@ -270,7 +305,10 @@ fn a_claim_whose_run_row_vanished_is_released_at_its_recheck_and_the_session_adm
     d1(&format!("DELETE FROM task_run WHERE task_id = '{task}'"));
     eventually(STALE + MARGIN, "the session admits again", || {
         client()
-            .post_json("/v1/runs", &json!({"sessionId": session, "objective": "next"}))
+            .post_json(
+                "/v1/runs",
+                &json!({"sessionId": session, "objective": "next"}),
+            )
             .status
             == 202
     });
@@ -285,7 +323,10 @@ fn a_silent_holder_is_taken_over_by_the_next_submit_and_fails_with_its_reason() 
     let start = Instant::now();
     let mut admitted = None;
     while admitted.is_none() && start.elapsed() < STALE + MARGIN {
-        let r = client().post_json("/v1/runs", &json!({"sessionId": session, "objective": "next"}));
+        let r = client().post_json(
+            "/v1/runs",
+            &json!({"sessionId": session, "objective": "next"}),
+        );
         match r.status {
             202 => admitted = Some(r.task_id()),
             409 => std::thread::sleep(Duration::from_millis(200)),
@@ -293,14 +334,18 @@ fn a_silent_holder_is_taken_over_by_the_next_submit_and_fails_with_its_reason() 
         }
     }
     assert!(admitted.is_some(), "never admitted");
-    assert!(start.elapsed() >= STALE - Duration::from_millis(300), "taken over while live");
+    assert!(
+        start.elapsed() >= STALE - Duration::from_millis(300),
+        "taken over while live"
+    );
     let old = run(&task);
     assert!(stored_failed(&old), "{old}");
     // Either the takeover (SPEC reason, no code) or the alarm (run.stalled) ended it first.
     let error = old["error"].as_str().unwrap();
     assert!(
-        error.starts_with("run orphaned by engine restart (claim held by runner ghost-runner last heard ")
-            || error == "run stalled (instance lost?)",
+        error.starts_with(
+            "run orphaned by engine restart (claim held by runner ghost-runner last heard "
+        ) || error == "run stalled (instance lost?)",
         "{error}"
     );
 }
@@ -323,7 +368,10 @@ fn epoch_zero_writes_to_a_run_nobody_leased_are_refused_and_change_nothing() {
         .assert_refusal(409, "lease_lost");
     beat(&task, "forger", 0).assert_refusal(409, "lease_lost");
     let v = run(&task);
-    assert_eq!((v["status"].as_str(), &v["result"]), (Some("running"), &Value::Null));
+    assert_eq!(
+        (v["status"].as_str(), &v["result"]),
+        (Some("running"), &Value::Null)
+    );
     let events = client().get(&format!("/v1/runs/{task}/events")).json();
     assert_eq!(events["events"], json!([]));
     client().cancel(&task);

@@ -194,8 +194,9 @@ pub enum Reconcile {
     Retry,
     /// The holder is provably dead (terminal or missing row): release its D1 claim, write again.
     ReleaseAndRetry { task_id: String },
-    /// A live holder: remember it as the claim (the session's owner is the submitter) and answer 409.
-    Adopt { claim: Claim, conflict: Conflict },
+    /// D1 names a non-terminal holder: adopt it as the claim (the session's owner is the
+    /// submitter) and judge it from its row (`liveness::judge`) before answering.
+    Adopt { claim: Claim },
     /// The session belongs to another principal: remember that owner and answer 404.
     Foreign { owner: Option<String> },
     /// The one retry is spent and the session still looks held: 409 with what is known.
@@ -229,8 +230,7 @@ pub fn reconcile(input: &AdmitInput, holder: Option<&ClaimHolder>, retry_left: b
                 idempotency: None,
                 recheck_at: 0,
             };
-            let conflict = conflict_for(session, &claim);
-            Reconcile::Adopt { claim, conflict }
+            Reconcile::Adopt { claim }
         }
         _ if retry_left => Reconcile::ReleaseAndRetry {
             task_id: holder.task_id.clone(),
@@ -443,15 +443,15 @@ mod tests {
     }
 
     #[test]
-    fn a_live_d1_holder_is_adopted_with_its_conflict() {
+    fn a_non_terminal_d1_holder_is_adopted_for_judgement() {
         let i = input("B", false, Some("p"), None);
         match reconcile(&i, Some(&holder("A", Some("suspended"), Some("p"))), true) {
-            Reconcile::Adopt { claim, conflict } => {
+            Reconcile::Adopt { claim } => {
                 assert_eq!(
                     (claim.task_id.as_str(), claim.status.as_str()),
                     ("A", "suspended")
                 );
-                assert_eq!(conflict.active_task_status.as_deref(), Some("suspended"));
+                assert_eq!(claim.recheck_at, 0, "judged from its row before any 409");
             }
             other => panic!("{other:?}"),
         }

@@ -16,9 +16,9 @@ use crate::{
     status,
 };
 
-/// The error a stale run reads with, and is failed with by the reapers.
-pub const STALLED_ERROR: &str = "run stalled (instance lost?)";
-pub const STALLED_CODE: &str = "run.stalled";
+/// The error a stale run reads with, and is failed with by the reapers (one definition, beside the
+/// reaper's SQL).
+pub use crate::sql::claim_sql::{STALLED_CODE, STALLED_ERROR};
 
 /// How long a running run may go unheard before it counts as stale (milliseconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
