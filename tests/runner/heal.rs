@@ -218,8 +218,8 @@ fn the_cron_reaps_a_silent_run_its_session_object_was_never_told_about() {
     let (session, task) = (unique("oob"), unique("oob-task"));
     d1(&format!(
         "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES ('{session}', NULL, 1, 1); \
-         INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, held_by, lease_epoch, heartbeat_at, created_at, updated_at) \
-         VALUES ('{task}', '{session}', NULL, 'default', 'running', 'x', 'x', '{{}}', 'ghost', 3, 1000, 1000, 1000); \
+         INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, held_by, lease_epoch, lease_acked, heartbeat_at, created_at, updated_at) \
+         VALUES ('{task}', '{session}', NULL, 'default', 'running', 'x', 'x', '{{}}', 'ghost', 3, 1, 1000, 1000, 1000); \
          INSERT INTO task_active (session_id, task_id, created_at) VALUES ('{session}', '{task}', 1000);"
     ));
     // The read face tells the truth before any reaper ran.
@@ -256,11 +256,11 @@ fn overlapping_ticks_change_nothing_twice() {
     let mut values = vec![];
     for i in 0..5 {
         values.push(format!(
-            "('{base}-{i}', '{session}-{i}', NULL, 'default', 'running', 'x', 'x', '{{}}', 'ghost', 1, 1000, 1000, 1000)"
+            "('{base}-{i}', '{session}-{i}', NULL, 'default', 'running', 'x', 'x', '{{}}', 'ghost', 1, 1, 1000, 1000, 1000)"
         ));
     }
     d1(&format!(
-        "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, held_by, lease_epoch, heartbeat_at, created_at, updated_at) VALUES {};",
+        "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, held_by, lease_epoch, lease_acked, heartbeat_at, created_at, updated_at) VALUES {};",
         values.join(", ")
     ));
     let ticks: Vec<_> = (0..3).map(|_| std::thread::spawn(cron)).collect();
