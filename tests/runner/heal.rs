@@ -315,6 +315,29 @@ fn a_claim_whose_run_row_vanished_is_released_at_its_recheck_and_the_session_adm
 }
 
 #[test]
+fn a_claim_whose_run_ended_out_of_band_is_released_at_its_recheck_and_the_session_admits() {
+    let session = unique("ended");
+    let task = submit(&session);
+    // Ended behind the object's back, claim left in place (a finish whose answer was lost, say).
+    d1(&format!(
+        "UPDATE task_run SET status = 'completed' WHERE task_id = '{task}'"
+    ));
+    eventually(STALE + MARGIN, "the session admits again", || {
+        client()
+            .post_json(
+                "/v1/runs",
+                &json!({"sessionId": session, "objective": "next"}),
+            )
+            .status
+            == 202
+    });
+    assert!(d1(&format!(
+        "SELECT 1 FROM task_active WHERE task_id = '{task}'"
+    ))
+    .is_empty());
+}
+
+#[test]
 fn a_silent_holder_is_taken_over_by_the_next_submit_and_fails_with_its_reason() {
     let session = unique("takeover");
     let task = submit(&session);
