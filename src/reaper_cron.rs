@@ -1,7 +1,8 @@
 //! The scheduled handler (every minute, `[triggers] crons` in wrangler.toml): one reaper tick over
-//! the store, planned by `sema_core::reaper`. Passes, each paged and bounded: unacknowledged leases
-//! back to the queue; silent running runs failed as `run.stalled` (with the claim sweeps in the same
-//! batches); parked runs whose checkpoint expired; stale leader runs. Every session whose claim a
+//! the store, planned by `sema_core::reaper`. Passes, each paged, index-backed and bounded:
+//! unacknowledged leases back to the queue; silent running runs failed as `run.stalled` (their claims
+//! released in the same batches); parked runs whose checkpoint expired; stale leader runs; one window
+//! of the debris sweep over the claims (continuing where the last tick stopped). Every session whose claim a
 //! pass released is told through the typed protocol (`RunEnded`), so its object forgets the claim and
 //! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
 //! the tick log (`GET /v1/admin/reapers`).
@@ -14,7 +15,10 @@ use sema_core::{
     ids::TaskId,
     reaper::{self, Cutoffs, TickSummary},
     session_protocol::SessionCall,
-    store::{LeaderRunStore, ReapReport, ReaperStore, SessionTask, StaleCutoffs, Tick, TickRecord},
+    store::{
+        LeaderRunStore, ReapReport, ReaperStore, SessionTask, StaleCutoffs, SweepWindow, Tick,
+        TickRecord,
+    },
 };
 use worker::Env;
 
@@ -111,7 +115,21 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.leaders_failed = failed.len();
     s.pages += 1;
 
-    // 5. Tell each session object whose claim was released.
+    // 5. One window of the debris sweep: claims whose run ended or vanished without releasing them
+    //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
+    let last = store.recent_ticks(1).await?;
+    s.sweep_from = reaper::sweep_start(last.first().map(|t| t.report_json.as_str()));
+    tick("sweep", 1, &mut id);
+    let window = SweepWindow {
+        after: &s.sweep_from,
+        limit: reaper::SWEEP_WINDOW,
+    };
+    let swept = store.sweep_claims(&id, &window).await?;
+    absorb(&mut s, &mut notify, &swept.report);
+    s.sweep_next = swept.next.unwrap_or_default();
+    s.pages += 1;
+
+    // 6. Tell each session object whose claim was released.
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),

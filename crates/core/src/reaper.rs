@@ -19,6 +19,10 @@ pub const MAX_PAGES: u32 = 10;
 pub const BUDGET_MS: i64 = 20_000;
 /// Ticks kept in the tick log.
 pub const KEEP_TICKS: i64 = 100;
+/// Claims one tick examines for debris (claims whose run ended or vanished without releasing
+/// them: out-of-band writes, crashes). The window walks the claims in session order from tick to
+/// tick, so every claim is examined once per `claims / SWEEP_WINDOW` ticks, at a bounded cost each.
+pub const SWEEP_WINDOW: i64 = 1_000;
 
 /// The cutoffs of a tick at `now`: rows heard from before them are due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +92,20 @@ pub struct TickSummary {
     pub d1_rows_read: u64,
     /// True when a pass stopped on its page or time budget with work left.
     pub truncated: bool,
+    /// The debris sweep's window: it examined claims after `sweep_from` (session order); the next
+    /// tick starts after `sweep_next` (empty: start over).
+    #[serde(default)]
+    pub sweep_from: String,
+    #[serde(default)]
+    pub sweep_next: String,
+}
+
+/// Where this tick's debris sweep starts: after the last tick's window, or from the start.
+pub fn sweep_start(last_tick_summary: Option<&str>) -> String {
+    last_tick_summary
+        .and_then(|json| serde_json::from_str::<TickSummary>(json).ok())
+        .map(|t| t.sweep_next)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -134,6 +152,18 @@ mod tests {
     fn page_ids_are_distinct_per_pass_and_page() {
         assert_ne!(page_id("T", "reap", 1), page_id("T", "reap", 2));
         assert_ne!(page_id("T", "reap", 1), page_id("T", "requeue", 1));
+    }
+
+    #[test]
+    fn the_sweep_continues_where_the_last_tick_stopped_and_starts_over_without_one() {
+        let last = TickSummary {
+            sweep_next: "sess-42".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&last).unwrap();
+        assert_eq!(sweep_start(Some(&json)), "sess-42");
+        assert_eq!(sweep_start(None), "");
+        assert_eq!(sweep_start(Some("not json")), "");
     }
 
     #[test]
