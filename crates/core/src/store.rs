@@ -41,7 +41,7 @@ use crate::{
 
 pub use crate::run::RunSnapshot;
 pub use crate::sql::{
-    claim_sql::{NewCheckpoint, StaleCutoffs, Tick, TickRecord},
+    claim_sql::{NewCheckpoint, StaleCutoffs, SweepWindow, Tick, TickRecord},
     event_sql::{Append, NewEvent},
     run_sql::{GuardedFail, ListScope, NewRun, Takeover, Terminal},
     runner_sql::{Finish, Heartbeat},
@@ -247,6 +247,18 @@ impl ReapReport {
     }
 }
 
+/// One window of the claim sweep ([`ReaperStore::sweep_claims`]): what it released and where the
+/// next window starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Claims released within the window: terminal and orphan (`reaped` stays empty).
+    pub report: ReapReport,
+    /// The last `session_id` the window examined when it was full (pass it as the next window's
+    /// `after`); `None` when the window reached the end of the table (the next walk starts over
+    /// from `""`).
+    pub next: Option<String>,
+}
+
 /// A recorded reaper tick, as [`ReaperStore::recent_ticks`] reads it back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedTick {
@@ -356,13 +368,17 @@ pub trait GateStore {
 }
 
 /// Maintenance, as the cron handler runs it (SPEC-core §3.3): reapers, the claim sweep, and
-/// deletion of a session. Every reaper tick also sweeps claims; each reports exactly what it changed
-/// ([`ReapReport`]), so the caller can tell each affected session's object.
+/// deletion of a session. Every reaper releases exactly the claims of the runs it failed, in the
+/// same batch; other debris claims (a run ended out of band, no run row) are released by the claim
+/// sweep, one bounded window per call, which the cron runs every tick whatever the reapers found
+/// (claim maintenance never depends on a probe, SPEC-core §2.7). Each reports exactly what it
+/// changed ([`ReapReport`]), so the caller can tell each affected session's object.
 #[allow(async_fn_in_trait)]
 pub trait ReaperStore {
     /// Fails running runs whose `heartbeat_at` is older than their cutoff (held by a runner:
     /// `cutoffs.held`; queued: `cutoffs.queued`) with `run.stalled`, oldest first, at most
-    /// `tick.limit`.
+    /// `tick.limit`, and releases their claims (`orphan_claims_released` stays empty, as for every
+    /// reaper).
     async fn reap_stale(&self, tick: &Tick<'_>, cutoffs: &StaleCutoffs) -> Result<ReapReport>;
     /// Requeues held running runs whose lease was never acknowledged and whose lease time
     /// (`heartbeat_at`) is before `ack_cutoff`: `held_by = NULL`, epoch + 1, `heartbeat_at = now`.
@@ -376,8 +392,10 @@ pub trait ReaperStore {
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport>;
     /// Fails parked runs not updated since before `cutoff` (`approval.timeout`).
     async fn reap_parked_older_than(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport>;
-    /// Releases claims of terminal runs and claims without a run row (`reaped` stays empty).
-    async fn sweep_claims(&self, tick: &str) -> Result<ReapReport>;
+    /// One window of the claim sweep, one batch: examines at most `window.limit` claims in
+    /// `session_id` order after `window.after`, releases those whose run is terminal or has no row,
+    /// and returns where the next window starts. `tick` is fresh per call.
+    async fn sweep_claims(&self, tick: &str, window: &SweepWindow<'_>) -> Result<Swept>;
     /// Deletes a session's runs, events, checkpoints, steer messages, claim and row together.
     /// Returns the number of runs deleted.
     async fn delete_by_session(&self, session_id: &str) -> Result<u64>;
@@ -441,35 +459,28 @@ impl<E: Executor> SqlStore<E> {
         Ok(self.exec.run(&stmt).await?.rows.into_iter().next())
     }
 
-    /// Runs a reaper batch: `reaped_at` indexes the read-back of the reaped runs (if any), `sweep`
-    /// where the claim sweep starts.
-    async fn reaper(
-        &self,
-        batch: Vec<Stmt>,
-        reaped_at: Option<usize>,
-        sweep: usize,
-    ) -> Result<ReapReport> {
+    /// Runs a reaper batch: the reaped runs and their released claims.
+    async fn reaper(&self, batch: Vec<Stmt>) -> Result<ReapReport> {
         let out = self.exec.batch(&batch).await?;
-        let pairs = |i: usize| -> Result<Vec<SessionTask>> {
-            let mut v = out
-                .get(i)
-                .map(|o| o.rows.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(session_task)
-                .collect::<Result<Vec<_>>>()?;
-            v.sort();
-            Ok(v)
-        };
         Ok(ReapReport {
-            reaped: match reaped_at {
-                Some(i) => pairs(i)?,
-                None => vec![],
-            },
-            terminal_claims_released: pairs(sweep + claim_sql::SWEEP_TERMINAL_READ)?,
-            orphan_claims_released: pairs(sweep + claim_sql::SWEEP_ORPHAN_READ)?,
+            reaped: pairs(&out, claim_sql::REAP_READ)?,
+            terminal_claims_released: pairs(&out, claim_sql::REAP_CLAIM_READ)?,
+            orphan_claims_released: vec![],
         })
     }
+}
+
+/// The `(session_id, task_id)` rows statement `i` read, sorted.
+fn pairs(out: &[Outcome], i: usize) -> Result<Vec<SessionTask>> {
+    let mut v = out
+        .get(i)
+        .map(|o| o.rows.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(session_task)
+        .collect::<Result<Vec<_>>>()?;
+    v.sort();
+    Ok(v)
 }
 
 fn session_task(row: &Row) -> Result<SessionTask> {
@@ -873,12 +884,8 @@ impl<E: Executor> GateStore for SqlStore<E> {
 
 impl<E: Executor> ReaperStore for SqlStore<E> {
     async fn reap_stale(&self, tick: &Tick<'_>, cutoffs: &StaleCutoffs) -> Result<ReapReport> {
-        self.reaper(
-            claim_sql::reap_stale(self.d(), tick, cutoffs),
-            Some(claim_sql::REAP_READ),
-            claim_sql::REAP_SWEEP,
-        )
-        .await
+        self.reaper(claim_sql::reap_stale(self.d(), tick, cutoffs))
+            .await
     }
 
     async fn requeue_unacked_leases(
@@ -906,26 +913,36 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
     }
 
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport> {
-        self.reaper(
-            claim_sql::fail_parked_with_expired_checkpoint(self.d(), tick),
-            Some(claim_sql::REAP_READ),
-            claim_sql::REAP_SWEEP,
-        )
+        self.reaper(claim_sql::fail_parked_with_expired_checkpoint(
+            self.d(),
+            tick,
+        ))
         .await
     }
 
     async fn reap_parked_older_than(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport> {
-        self.reaper(
-            claim_sql::reap_parked_older_than(self.d(), tick, cutoff),
-            Some(claim_sql::REAP_READ),
-            claim_sql::REAP_SWEEP,
-        )
-        .await
+        self.reaper(claim_sql::reap_parked_older_than(self.d(), tick, cutoff))
+            .await
     }
 
-    async fn sweep_claims(&self, tick: &str) -> Result<ReapReport> {
-        self.reaper(claim_sql::sweep_claims(self.d(), tick), None, 0)
-            .await
+    async fn sweep_claims(&self, tick: &str, window: &SweepWindow<'_>) -> Result<Swept> {
+        let out = self
+            .exec
+            .batch(&claim_sql::sweep_claims(self.d(), tick, window))
+            .await?;
+        let next = out
+            .get(claim_sql::SWEEP_CURSOR)
+            .and_then(|o| o.rows.first())
+            .map(|r| get_str(r, "session_id").map_err(corrupt))
+            .transpose()?;
+        Ok(Swept {
+            report: ReapReport {
+                reaped: vec![],
+                terminal_claims_released: pairs(&out, claim_sql::SWEEP_TERMINAL_READ)?,
+                orphan_claims_released: pairs(&out, claim_sql::SWEEP_ORPHAN_READ)?,
+            },
+            next,
+        })
     }
 
     async fn delete_by_session(&self, session_id: &str) -> Result<u64> {

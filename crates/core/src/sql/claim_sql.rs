@@ -1,13 +1,18 @@
 //! Claim maintenance and the run reapers (SPEC-core §3.3), in three dialects.
 //!
-//! Each reaper is one batch: it writes the rows it reaps terminal first, then releases claims whose
-//! run is terminal, then claims without any run row, so a crash between ticks leaves only shapes the
-//! next tick heals. Reapers re-check their predicate in the writing statement, so overlapping or
-//! repeated ticks are idempotent, and they bound their work with a LIMIT (through a derived table,
-//! the one form MySQL accepts for a LIMITed subquery on the table being updated).
+//! Each reaper is one batch: it writes the rows it reaps terminal first, reads them back, then
+//! releases exactly their claims, so a crash between ticks leaves only shapes the next tick heals.
+//! Reapers re-check their predicate in the writing statement, so overlapping or repeated ticks are
+//! idempotent, and they bound their work with a LIMIT (through a derived table, the one form MySQL
+//! accepts for a LIMITed subquery on the table being updated).
+//!
+//! Other debris (a claim whose run ended out of band, a claim without any run row) is released by
+//! the claim sweep, one window per call ([`sweep_claims`]): at most `limit` claims in `session_id`
+//! order after a cursor, so a tick's cost is bounded by the window, never by the number of claims.
+//! Walking the windows until the end of the table examines every claim once.
 //!
 //! **Which rows a tick changed.** Every reaper tick carries a fresh id ([`Tick::id`]). The reaping
-//! UPDATE stamps the runs it fails (or requeues) with it (`task_run.reap_tick`), and the claim sweeps stamp the
+//! UPDATE stamps the runs it fails (or requeues) with it (`task_run.reap_tick`), and the claim releases stamp the
 //! claims they are about to release (`task_active.release_tick`), read the stamped rows back, then
 //! delete exactly the stamped rows, all in the batch's one transaction. So each tick reports exactly
 //! the `(session, task)` pairs it changed, on every dialect: a stamp is a write, which in PostgreSQL
@@ -16,7 +21,7 @@
 //! longer matches), and SQLite / D1 batches are serialised. Overlapping ticks therefore never change
 //! or report a row twice.
 
-use super::{Dialect, Stmt};
+use super::{Dialect, SqlValue, Stmt};
 
 pub const STALLED_ERROR: &str = "run stalled (instance lost?)";
 pub const STALLED_CODE: &str = "run.stalled";
@@ -38,45 +43,108 @@ pub struct Tick<'a> {
     pub limit: i64,
 }
 
-/// Offsets, within [`sweep_claims`]'s statements, of the reads of the released claims.
-pub const SWEEP_TERMINAL_READ: usize = 1;
-pub const SWEEP_ORPHAN_READ: usize = 4;
+/// A window of the claim sweep: at most `limit` claims in `session_id` order after `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepWindow<'a> {
+    /// The last `session_id` a previous window examined; `""` starts from the first claim.
+    pub after: &'a str,
+    /// At most this many claims examined (at least 1 is examined).
+    pub limit: i64,
+}
 
-/// The claim sweep, as statements to run in one batch: release every claim whose run is terminal
-/// (neither running nor parked), then every claim without any run row (out-of-band debris). Each
-/// release is stamp → read the stamped `(session_id, task_id)` → delete the stamped.
-pub fn sweep_claims(d: Dialect, tick: &str) -> Vec<Stmt> {
-    let read = || {
-        Stmt::portable(
-            d,
-            "SELECT session_id, task_id FROM task_active WHERE release_tick = ?1",
-            vec![tick.into()],
-        )
-    };
-    let delete = || {
-        Stmt::portable(
-            d,
-            "DELETE FROM task_active WHERE release_tick = ?1",
-            vec![tick.into()],
-        )
-    };
+/// Index, within [`sweep_claims`]'s statements, of the read of the window's last claim (one row,
+/// `session_id`, when the window is full; none when the window reaches the end of the table).
+pub const SWEEP_CURSOR: usize = 0;
+/// Index of the stamp of the window's claims whose run is terminal or missing.
+pub const SWEEP_STAMP: usize = 1;
+/// Indices of the reads of the stamped claims: those whose run is terminal, those without a run row.
+pub const SWEEP_TERMINAL_READ: usize = 2;
+pub const SWEEP_ORPHAN_READ: usize = 3;
+/// Index of the delete of the stamped claims.
+pub const SWEEP_DELETE: usize = 4;
+
+/// One text for SQLite and PostgreSQL, a twin for MySQL / MariaDB (both in `?N` notation). Where a
+/// single-table `UPDATE … WHERE col IN (subquery)` would scan the updated table on MariaDB (it has
+/// no semi-join for single-table updates before 11.1: a full index scan of `task_active`), the twin
+/// is a multi-table `UPDATE … STRAIGHT_JOIN`, pinned to start from the small side (on small tables
+/// the optimizer may otherwise start from `task_active` and lock claims outside the window).
+fn mysql_twin(d: Dialect, sql: &'static str, mysql: &'static str, params: Vec<SqlValue>) -> Stmt {
+    match d {
+        Dialect::Mysql => Stmt::portable(d, mysql, params),
+        _ => Stmt::portable(d, sql, params),
+    }
+}
+
+/// The claims this tick stamped, read back (served by `idx_task_active_release_tick`).
+fn stamped(d: Dialect, tick: &str) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT session_id, task_id FROM task_active WHERE release_tick = ?1",
+        vec![tick.into()],
+    )
+}
+
+fn delete_stamped(d: Dialect, tick: &str) -> Stmt {
+    Stmt::portable(
+        d,
+        "DELETE FROM task_active WHERE release_tick = ?1",
+        vec![tick.into()],
+    )
+}
+
+/// One window of the claim sweep, as statements to run in one batch: read the window's last claim
+/// (the cursor), stamp the window's claims whose run is terminal (neither running nor parked) or
+/// missing (out-of-band debris), read the stamped claims back (terminal, then orphan), delete the
+/// stamped. Every statement is bounded by the window: a primary-key range of at most
+/// `window.limit` claims after `window.after`, then one primary-key lookup of each claim's run.
+///
+/// The stamp re-checks its predicate, so overlapping sweeps release and report each claim once.
+/// Each statement evaluates the window anew; in SQLite / D1 a batch is serialised, so they all see
+/// the same window. In PostgreSQL and MySQL, a claim admitted or released by another transaction
+/// between two statements can shift the window's end by that claim; a claim so skipped is examined
+/// on the next walk through the table, and no claim is ever released unless its stamp saw it as
+/// debris.
+pub fn sweep_claims(d: Dialect, tick: &str, window: &SweepWindow<'_>) -> Vec<Stmt> {
+    let limit = window.limit.max(1);
     vec![
+        // MySQL: a locking read, so the window's claims are locked in key order before the stamp
+        // (overlapping sweeps of the same window otherwise deadlock upgrading the stamp's locks).
+        // The rows skipped by the OFFSET are read, so locked. Sweeps walking from different
+        // cursors at once can still deadlock on MariaDB; the refused batch changes nothing.
+        mysql_twin(
+            d,
+            "SELECT session_id FROM task_active WHERE session_id > ?1 ORDER BY session_id \
+             LIMIT 1 OFFSET ?2",
+            "SELECT session_id FROM task_active FORCE INDEX (PRIMARY) WHERE session_id > ?1 \
+             ORDER BY session_id LIMIT 1 OFFSET ?2 FOR UPDATE",
+            vec![window.after.into(), (limit - 1).into()],
+        ),
+        mysql_twin(
+            d,
+            "UPDATE task_active SET release_tick = ?1 WHERE session_id IN (SELECT session_id FROM \
+             task_active WHERE session_id > ?2 ORDER BY session_id LIMIT ?3) AND NOT EXISTS \
+             (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id \
+             AND tr.status IN ('running','suspended','needs_review'))",
+            "UPDATE (SELECT session_id FROM task_active FORCE INDEX (PRIMARY) WHERE session_id > ?2 \
+             ORDER BY session_id LIMIT ?3) AS win STRAIGHT_JOIN task_active ta \
+             ON ta.session_id = win.session_id LEFT JOIN task_run tr ON tr.task_id = ta.task_id \
+             SET ta.release_tick = ?1 \
+             WHERE tr.task_id IS NULL OR tr.status NOT IN ('running','suspended','needs_review')",
+            vec![tick.into(), window.after.into(), limit.into()],
+        ),
         Stmt::portable(
             d,
-            "UPDATE task_active SET release_tick = ?1 WHERE EXISTS (SELECT 1 FROM task_run tr \
-             WHERE tr.task_id = task_active.task_id AND tr.status NOT IN ('running','suspended','needs_review'))",
+            "SELECT session_id, task_id FROM task_active WHERE release_tick = ?1 \
+             AND EXISTS (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id)",
             vec![tick.into()],
         ),
-        read(),
-        delete(),
         Stmt::portable(
             d,
-            "UPDATE task_active SET release_tick = ?1 WHERE NOT EXISTS \
-             (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id)",
+            "SELECT session_id, task_id FROM task_active WHERE release_tick = ?1 \
+             AND NOT EXISTS (SELECT 1 FROM task_run tr WHERE tr.task_id = task_active.task_id)",
             vec![tick.into()],
         ),
-        read(),
-        delete(),
+        delete_stamped(d, tick),
     ]
 }
 
@@ -84,8 +152,12 @@ pub fn sweep_claims(d: Dialect, tick: &str) -> Vec<Stmt> {
 pub const REAP_WRITE: usize = 0;
 /// Index of the read-back of the reaped `(session_id, task_id)` in each reaper batch.
 pub const REAP_READ: usize = 1;
-/// Index where the claim sweep starts in each reaper batch (offsets: [`SWEEP_TERMINAL_READ`] ...).
-pub const REAP_SWEEP: usize = 2;
+/// Index of the stamp of the reaped runs' claims in each reaper batch.
+pub const REAP_CLAIM_STAMP: usize = 2;
+/// Index of the read-back of the reaped runs' released claims in each reaper batch.
+pub const REAP_CLAIM_READ: usize = 3;
+/// Index of the delete of the reaped runs' claims in each reaper batch.
+pub const REAP_CLAIM_DELETE: usize = 4;
 
 /// The reaped runs of this tick: the reaping UPDATE set `status = 'failed'`, `updated_at = now` and
 /// `reap_tick` (served by `idx_task_run_status_updated`).
@@ -98,10 +170,26 @@ fn reaped(d: Dialect, tick: &Tick<'_>) -> Stmt {
     )
 }
 
+/// A reaper batch: the reaping write, the read-back of the reaped runs, then the release of exactly
+/// their claims (stamp → read → delete). The stamp finds the reaped runs as [`reaped`] does
+/// (`idx_task_run_status_updated`) and their claims by `uq_task_active_task`; no other claim is
+/// examined.
 fn reaper(d: Dialect, tick: &Tick<'_>, write: Stmt) -> Vec<Stmt> {
-    let mut batch = vec![write, reaped(d, tick)];
-    batch.extend(sweep_claims(d, tick.id));
-    batch
+    vec![
+        write,
+        reaped(d, tick),
+        mysql_twin(
+            d,
+            "UPDATE task_active SET release_tick = ?2 WHERE task_id IN (SELECT task_id FROM task_run \
+             WHERE status = 'failed' AND updated_at = ?1 AND reap_tick = ?2)",
+            "UPDATE task_run tr STRAIGHT_JOIN task_active ta ON ta.task_id = tr.task_id \
+             SET ta.release_tick = ?2 \
+             WHERE tr.status = 'failed' AND tr.updated_at = ?1 AND tr.reap_tick = ?2",
+            vec![tick.now.into(), tick.id.into()],
+        ),
+        stamped(d, tick.id),
+        delete_stamped(d, tick.id),
+    ]
 }
 
 /// When a running run counts as stale: by `heartbeat_at`, with one cutoff for runs a runner holds

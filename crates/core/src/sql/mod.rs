@@ -574,7 +574,14 @@ mod placeholder_tests {
         ));
         v.extend(claim_sql::fail_parked_with_expired_checkpoint(d, &tick));
         v.extend(claim_sql::reap_parked_older_than(d, &tick, 1));
-        v.extend(claim_sql::sweep_claims(d, "tick"));
+        v.extend(claim_sql::sweep_claims(
+            d,
+            "tick",
+            &claim_sql::SweepWindow {
+                after: "s",
+                limit: 100,
+            },
+        ));
         v.extend(event_sql::append(
             d,
             &event_sql::Append {

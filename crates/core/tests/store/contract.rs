@@ -8,7 +8,8 @@ use sema_core::{
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GuardedFail, Heartbeat, ListScope,
         NewCheckpoint, NewEvent, NewRun, ParkStatus, ReapReport, RunSnapshot, SessionTask,
-        StaleCutoffs, StoreError, Takeover, Terminal, TerminalStatus, Tick, TickRecord,
+        StaleCutoffs, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
+        TickRecord,
     },
 };
 
@@ -166,8 +167,24 @@ async fn reap_parked<S: ReaperStore>(
     .await
 }
 
+/// One window of the claim sweep, with a fresh tick id.
+async fn sweep_window<S: ReaperStore>(s: &S, after: &str, limit: i64) -> Result<Swept, StoreError> {
+    s.sweep_claims(&unique("tick"), &SweepWindow { after, limit })
+        .await
+}
+
+/// One window over every claim of a test's database (it reaches the end of the table).
 async fn sweep<S: ReaperStore>(s: &S) -> Result<ReapReport, StoreError> {
-    s.sweep_claims(&unique("tick")).await
+    let swept = sweep_window(s, "", 1_000).await?;
+    assert_eq!(swept.next, None, "one window covers the test's claims");
+    Ok(swept.report)
+}
+
+/// Inserts a claim without a run row (out-of-band debris).
+fn orphan_claim<F: Fixture>(fx: &F, session: &str, task: &str) {
+    fx.raw(&format!(
+        "INSERT INTO task_active (session_id, task_id, created_at) VALUES ('{session}', '{task}', 1)"
+    ));
 }
 
 /// Admits a run and asserts it was created.
@@ -219,7 +236,11 @@ every_dialect!(
     session_listings_page_by_recent_activity,
     delete_by_session_removes_rows_events_checkpoints_and_claim,
     the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones,
+    a_sweep_window_releases_debris_only_within_it_and_returns_the_cursor,
+    walking_sweep_windows_to_the_end_releases_every_debris_claim_once_and_keeps_live_ones,
+    a_sweep_window_over_no_claims_or_past_the_last_one_ends_the_walk,
     reap_stale_fails_silent_running_runs_and_keeps_parked_claims,
+    a_reaper_releases_exactly_its_reaped_runs_claims_and_leaves_debris_alone,
     reapers_are_bounded_per_tick_and_idempotent,
     parked_runs_with_an_expired_checkpoint_fail_with_approval_expired,
     parked_runs_older_than_the_cutoff_fail_with_approval_timeout,
@@ -233,7 +254,7 @@ every_dialect!(
     an_unknown_leader_status_is_a_loud_error,
     leader_previews_are_truncated_and_null_reads_as_empty,
     applying_the_schema_twice_is_harmless,
-    every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing,
+    a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
 
@@ -776,8 +797,10 @@ async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture
         .unwrap();
     assert_eq!(report.reaped, pairs(&[("s1", "silent")]));
     assert_eq!(report.terminal_claims_released, pairs(&[("s1", "silent")]));
-    assert_eq!(report.orphan_claims_released, pairs(&[("s4", "no-row")]));
-    assert_eq!(report.counts(), (1, 1, 1));
+    assert_eq!(report.orphan_claims_released, vec![]);
+    assert_eq!(report.counts(), (1, 1, 0));
+    // Debris is the sweep's business, not the reaper's.
+    assert_eq!(holder_of(&s, "s4").await.as_deref(), Some("no-row"));
     let run = s.get_run("silent").await.unwrap().unwrap();
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some("run stalled (instance lost?)"));
@@ -1176,27 +1199,255 @@ async fn applying_the_schema_twice_is_harmless<F: Fixture>(fx: &F) {
     admit(&s, &unique("t"), "s1", None, NOW).await;
 }
 
-async fn every_reaper_tick_sweeps_claims_even_when_it_reaps_nothing<F: Fixture>(fx: &F) {
+/// SPEC-core §2.7: claim maintenance never depends on a probe. The cron runs one sweep window
+/// every tick, whatever the reapers found; here no reaper reaps anything and the window still
+/// releases a claim whose run ended out of band and a claim without a run row.
+async fn a_window_over_claims_releases_debris_even_when_no_run_was_reaped<F: Fixture>(fx: &F) {
     let s = fx.store();
-    for (i, tick) in ["stale", "expired", "parked_older"].iter().enumerate() {
-        let (task, session) = (format!("t{i}"), format!("s{i}"));
-        admit(&s, &task, &session, None, NOW).await;
-        fx.raw(&format!(
-            "UPDATE task_run SET status = 'completed' WHERE task_id = '{task}'"
-        ));
-        let report = match *tick {
-            "stale" => reap_stale(&s, NOW - 1, NOW, 10).await,
-            "expired" => fail_parked(&s, NOW, 10).await,
-            _ => reap_parked(&s, NOW - 1, NOW, 10).await,
+    admit(&s, "done", "s-done", None, NOW).await;
+    fx.raw("UPDATE task_run SET status = 'completed' WHERE task_id = 'done'");
+    orphan_claim(fx, "s-orphan", "ghost");
+    admit(&s, "live", "s-live", None, NOW).await;
+    // The reapers find nothing to reap (and so release nothing).
+    assert!(reap_stale(&s, NOW - 1, NOW, 10).await.unwrap().is_empty());
+    assert!(fail_parked(&s, NOW, 10).await.unwrap().is_empty());
+    assert!(reap_parked(&s, NOW - 1, NOW, 10).await.unwrap().is_empty());
+    assert_eq!(holder_of(&s, "s-done").await.as_deref(), Some("done"));
+    // The tick's window releases the debris all the same.
+    let swept = sweep_window(&s, "", 10).await.unwrap();
+    assert_eq!(
+        swept,
+        Swept {
+            report: ReapReport {
+                reaped: vec![],
+                terminal_claims_released: pairs(&[("s-done", "done")]),
+                orphan_claims_released: pairs(&[("s-orphan", "ghost")]),
+            },
+            next: None,
         }
-        .unwrap();
-        assert_eq!(
-            (report.reaped, report.terminal_claims_released),
-            (vec![], pairs(&[(&session, &task)])),
-            "{tick}"
-        );
-        assert_eq!(holder_of(&s, &session).await, None, "{tick}");
+    );
+    assert_eq!(holder_of(&s, "s-done").await, None);
+    assert_eq!(holder_of(&s, "s-orphan").await, None);
+    assert_eq!(holder_of(&s, "s-live").await.as_deref(), Some("live"));
+}
+
+async fn a_sweep_window_releases_debris_only_within_it_and_returns_the_cursor<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    // Sessions in key order: a (terminal), b (live), c (orphan) | d (terminal), e (orphan).
+    admit(&s, "ta", "a", None, NOW).await;
+    admit(&s, "tb", "b", None, NOW).await;
+    orphan_claim(fx, "c", "ghost-c");
+    admit(&s, "td", "d", None, NOW).await;
+    orphan_claim(fx, "e", "ghost-e");
+    fx.raw("UPDATE task_run SET status = 'failed' WHERE task_id IN ('ta', 'td')");
+    let first = sweep_window(&s, "", 3).await.unwrap();
+    assert_eq!(
+        first,
+        Swept {
+            report: ReapReport {
+                reaped: vec![],
+                terminal_claims_released: pairs(&[("a", "ta")]),
+                orphan_claims_released: pairs(&[("c", "ghost-c")]),
+            },
+            next: Some("c".into()),
+        },
+        "the window is a, b, c; its last examined claim is the cursor"
+    );
+    // Outside the window: untouched.
+    assert_eq!(holder_of(&s, "d").await.as_deref(), Some("td"));
+    assert_eq!(holder_of(&s, "e").await.as_deref(), Some("ghost-e"));
+    assert_eq!(holder_of(&s, "b").await.as_deref(), Some("tb"));
+    // The next window starts after the cursor and reaches the end of the table.
+    let second = sweep_window(&s, "c", 3).await.unwrap();
+    assert_eq!(
+        second,
+        Swept {
+            report: ReapReport {
+                reaped: vec![],
+                terminal_claims_released: pairs(&[("d", "td")]),
+                orphan_claims_released: pairs(&[("e", "ghost-e")]),
+            },
+            next: None,
+        }
+    );
+    // A window that is exactly full returns its last claim; the window after it is empty.
+    let full = sweep_window(&s, "", 1).await.unwrap();
+    assert_eq!(
+        (full.report, full.next.as_deref()),
+        (ReapReport::default(), Some("b"))
+    );
+    assert_eq!(
+        sweep_window(&s, "b", 1).await.unwrap(),
+        Swept::default(),
+        "past the last claim: nothing examined, the walk ends"
+    );
+    assert_eq!(holder_of(&s, "b").await.as_deref(), Some("tb"));
+}
+
+async fn walking_sweep_windows_to_the_end_releases_every_debris_claim_once_and_keeps_live_ones<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let (mut terminal, mut orphan, mut live) = (vec![], vec![], vec![]);
+    for i in 0..12 {
+        let (task, session) = (format!("t{i:02}"), format!("s{i:02}"));
+        match i % 4 {
+            0 => {
+                orphan_claim(fx, &session, &task);
+                orphan.push(SessionTask::new(session, task));
+            }
+            1 => {
+                admit(&s, &task, &session, None, NOW).await;
+                fx.raw(&format!(
+                    "UPDATE task_run SET status = 'cancelled' WHERE task_id = '{task}'"
+                ));
+                terminal.push(SessionTask::new(session, task));
+            }
+            2 => {
+                admit(&s, &task, &session, None, NOW).await;
+                s.park(&task, ParkStatus::Suspended, NOW).await.unwrap();
+                live.push(SessionTask::new(session, task));
+            }
+            _ => {
+                admit(&s, &task, &session, None, NOW).await;
+                live.push(SessionTask::new(session, task));
+            }
+        }
     }
+    let (mut got_terminal, mut got_orphan) = (vec![], vec![]);
+    let mut after = String::new();
+    let mut windows = 0;
+    loop {
+        let swept = sweep_window(&s, &after, 5).await.unwrap();
+        windows += 1;
+        assert!(swept.report.reaped.is_empty());
+        got_terminal.extend(swept.report.terminal_claims_released);
+        got_orphan.extend(swept.report.orphan_claims_released);
+        match swept.next {
+            Some(next) => {
+                assert!(next > after, "the cursor moves forward");
+                after = next;
+            }
+            None => break,
+        }
+        assert!(windows < 10, "the walk ends");
+    }
+    // Windows of five over 12 claims, debris released as the walk goes: the claims examined by a
+    // window are the next five still present.
+    assert!(windows >= 2, "the walk took several windows ({windows})");
+    got_terminal.sort();
+    got_orphan.sort();
+    assert_eq!(got_terminal, terminal, "each terminal claim released once");
+    assert_eq!(got_orphan, orphan, "each orphan claim released once");
+    for p in &live {
+        assert_eq!(
+            holder_of(&s, &p.session_id).await.as_deref(),
+            Some(p.task_id.as_str())
+        );
+    }
+    // The next walk starts over and finds nothing to release.
+    assert_eq!(sweep(&s).await.unwrap(), ReapReport::default());
+}
+
+async fn a_sweep_window_over_no_claims_or_past_the_last_one_ends_the_walk<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    assert_eq!(sweep_window(&s, "", 10).await.unwrap(), Swept::default());
+    admit(&s, "t", "s", None, NOW).await;
+    assert_eq!(sweep_window(&s, "s", 10).await.unwrap(), Swept::default());
+    assert_eq!(sweep_window(&s, "z", 10).await.unwrap(), Swept::default());
+    // A limit below one still examines one claim (and moves the cursor).
+    assert_eq!(
+        sweep_window(&s, "", 0).await.unwrap().next.as_deref(),
+        Some("s")
+    );
+    assert_eq!(holder_of(&s, "s").await.as_deref(), Some("t"));
+}
+
+async fn a_reaper_releases_exactly_its_reaped_runs_claims_and_leaves_debris_alone<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // Debris every reaper must leave to the sweep: a terminal run whose claim survived, a claim
+    // without a run row.
+    admit(&s, "done", "s-done", None, NOW).await;
+    fx.raw("UPDATE task_run SET status = 'completed' WHERE task_id = 'done'");
+    orphan_claim(fx, "s-orphan", "ghost");
+    // One run for each reaper: stale, parked with an expired checkpoint, parked too long.
+    admit(&s, "stale", "s-stale", None, NOW).await;
+    admit(&s, "expired", "s-expired", None, NOW + 1_000).await;
+    s.park("expired", ParkStatus::Suspended, NOW + 1_000)
+        .await
+        .unwrap();
+    s.add_checkpoint(&checkpoint(
+        &"e".repeat(64),
+        "s-expired",
+        "expired",
+        "human",
+        NOW + 1_500,
+        NOW + 1_000,
+    ))
+    .await
+    .unwrap();
+    admit(&s, "old", "s-old", None, NOW + 1_000).await;
+    s.park("old", ParkStatus::NeedsReview, NOW + 1_000)
+        .await
+        .unwrap();
+    admit(&s, "live", "s-live", None, NOW + 5_000).await;
+
+    let stale = reap_stale(&s, NOW + 500, NOW + 6_000, 10).await.unwrap();
+    assert_eq!(
+        stale,
+        ReapReport {
+            reaped: pairs(&[("s-stale", "stale")]),
+            terminal_claims_released: pairs(&[("s-stale", "stale")]),
+            orphan_claims_released: vec![],
+        }
+    );
+    let expired = fail_parked(&s, NOW + 6_000, 10).await.unwrap();
+    assert_eq!(
+        expired,
+        ReapReport {
+            reaped: pairs(&[("s-expired", "expired")]),
+            terminal_claims_released: pairs(&[("s-expired", "expired")]),
+            orphan_claims_released: vec![],
+        }
+    );
+    let old = reap_parked(&s, NOW + 2_000, NOW + 6_000, 10).await.unwrap();
+    assert_eq!(
+        old,
+        ReapReport {
+            reaped: pairs(&[("s-old", "old")]),
+            terminal_claims_released: pairs(&[("s-old", "old")]),
+            orphan_claims_released: vec![],
+        }
+    );
+    for session in ["s-stale", "s-expired", "s-old"] {
+        assert_eq!(holder_of(&s, session).await, None, "{session}");
+    }
+    assert_eq!(holder_of(&s, "s-done").await.as_deref(), Some("done"));
+    assert_eq!(holder_of(&s, "s-orphan").await.as_deref(), Some("ghost"));
+    assert_eq!(holder_of(&s, "s-live").await.as_deref(), Some("live"));
+    // A reaped run whose claim is already gone (released out of band): reported reaped, no claim.
+    admit(&s, "gone", "s-gone", None, NOW + 5_000).await;
+    fx.raw("DELETE FROM task_active WHERE session_id = 's-gone'");
+    let gone = reap_stale(&s, NOW + 5_500, NOW + 7_000, 10).await.unwrap();
+    assert_eq!(
+        gone.counts(),
+        (2, 1, 0),
+        "live and gone reaped; only live had a claim: {gone:?}"
+    );
+    assert_eq!(gone.terminal_claims_released, pairs(&[("s-live", "live")]));
+    // The debris is left for the sweep.
+    assert_eq!(
+        sweep(&s).await.unwrap(),
+        ReapReport {
+            reaped: vec![],
+            terminal_claims_released: pairs(&[("s-done", "done")]),
+            orphan_claims_released: pairs(&[("s-orphan", "ghost")]),
+        }
+    );
 }
 
 async fn ids_are_case_sensitive<F: Fixture>(fx: &F) {
@@ -1797,20 +2048,32 @@ async fn overlapping_claim_sweeps_release_and_report_each_claim_once<F: Fixture 
         let (task, session) = (format!("t{i}"), format!("s{i}"));
         admit(&s, &task, &session, None, NOW).await;
         terminal.push(SessionTask::new(session, task));
-        fx.raw(&format!(
-            "INSERT INTO task_active (session_id, task_id, created_at) VALUES ('o{i}', 'ghost{i}', 1)"
-        ));
+        orphan_claim(fx, &format!("o{i}"), &format!("ghost{i}"));
         orphan.push(SessionTask::new(format!("o{i}"), format!("ghost{i}")));
     }
     fx.raw("UPDATE task_run SET status = 'completed'");
     admit(&s, "live", "s-live", None, NOW).await;
-    let reports = concurrently(fx, 3, |store| pollster::block_on(sweep(store)));
+    // Overlapping ticks read the same cursor, so they sweep the same window at once: rounds of
+    // three, each round from the furthest cursor a tick of the previous round returned, until
+    // every tick of a round reaches the end of the table.
     let (mut got_terminal, mut got_orphan) = (vec![], vec![]);
-    for r in reports {
-        let r = r.unwrap();
-        assert!(r.reaped.is_empty());
-        got_terminal.extend(r.terminal_claims_released);
-        got_orphan.extend(r.orphan_claims_released);
+    let mut after = String::new();
+    for _round in 0..20 {
+        let swept = concurrently(fx, 3, |store| {
+            pollster::block_on(sweep_window(store, &after, 3))
+        });
+        let mut next: Option<String> = None;
+        for r in swept {
+            let r = r.unwrap();
+            assert!(r.report.reaped.is_empty());
+            got_terminal.extend(r.report.terminal_claims_released);
+            got_orphan.extend(r.report.orphan_claims_released);
+            next = next.max(r.next);
+        }
+        match next {
+            Some(n) => after = n,
+            None => break,
+        }
     }
     got_terminal.sort();
     got_orphan.sort();

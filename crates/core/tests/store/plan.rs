@@ -1,7 +1,7 @@
 //! Query plans on SQLite (the engine D1 runs): every reaper, runner, ledger and list statement is
 //! served by an index, never a full scan of `task_run`, `run_event`, `checkpoint`, `steer_message`,
-//! `task_active` or `leader_run` (the claim sweep's stamps excepted: examining every claim is what a
-//! sweep does), and ordered queries never sort in a temp B-tree.
+//! `task_active` or `leader_run` (the claim sweep included: it examines one window of claims by
+//! primary key), and ordered queries never sort in a temp B-tree.
 
 use crate::harness::{Fixture, SqliteFx};
 use sema_core::sql::{
@@ -50,17 +50,11 @@ const GUARDED: [&str; 12] = [
 ];
 
 fn assert_indexed(name: &str, lines: &[String], ordered: bool) {
-    assert_indexed_except(name, lines, ordered, &[]);
-}
-
-fn assert_indexed_except(name: &str, lines: &[String], ordered: bool, may_scan: &[&str]) {
     for line in lines {
         let words: Vec<&str> = line.split_whitespace().collect();
         if let ["SCAN", table, rest @ ..] = words.as_slice() {
             assert!(
-                !GUARDED.contains(table)
-                    || rest.first() == Some(&"USING")
-                    || may_scan.contains(table),
+                !GUARDED.contains(table) || rest.first() == Some(&"USING"),
                 "{name}: full scan of {table}: {lines:#?}"
             );
         }
@@ -82,13 +76,23 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         now: 2,
         limit: 100,
     };
-    // The sweep's two stamps examine every claim (that is the sweep); its reads and deletes by
-    // tick are indexed.
-    let sweep = claim_sql::sweep_claims(d, "tick");
-    for (i, stmt) in sweep.iter().enumerate() {
-        let stamp = stmt.sql.starts_with("UPDATE task_active");
-        let may_scan: &[&str] = if stamp { &["task_active"] } else { &[] };
-        assert_indexed_except(&format!("sweep {i}"), &plan(&fx, stmt), false, may_scan);
+    // The claim sweep, from the start and from a cursor: its window is a primary-key range read
+    // in key order, each claim's run a primary-key lookup, its reads and delete by tick indexed.
+    for after in ["", "s"] {
+        let window = claim_sql::SweepWindow { after, limit: 100 };
+        let sweep = claim_sql::sweep_claims(d, "tick", &window);
+        for (i, stmt) in sweep.iter().enumerate() {
+            let lines = plan(&fx, stmt);
+            assert_indexed(&format!("sweep {i} after {after:?}"), &lines, true);
+            if i == claim_sql::SWEEP_STAMP {
+                assert!(
+                    lines
+                        .iter()
+                        .any(|l| l.contains("sqlite_autoindex_task_active_1 (session_id>?)")),
+                    "the sweep's window is a primary-key range: {lines:#?}"
+                );
+            }
+        }
     }
     let reaper_batches = [
         (
@@ -106,13 +110,17 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     ];
     let mut reapers: Vec<(&str, Stmt)> = vec![];
     for (name, batch) in reaper_batches {
-        // The writes and the read-back of the reaped runs; the sweep is checked above.
-        reapers.extend(
-            batch
-                .into_iter()
-                .take(claim_sql::REAP_SWEEP)
-                .map(|s| (name, s)),
+        // The whole batch: the write, the read-back of the reaped runs, the release of their claims.
+        assert_eq!(batch.len(), claim_sql::REAP_CLAIM_DELETE + 1, "{name}");
+        let stamp = plan(&fx, &batch[claim_sql::REAP_CLAIM_STAMP]);
+        assert!(
+            stamp.iter().any(|l| l.contains("uq_task_active_task"))
+                && stamp
+                    .iter()
+                    .any(|l| l.contains("idx_task_run_status_updated")),
+            "{name}: the reaped runs' claims are found by index: {stamp:#?}"
         );
+        reapers.extend(batch.into_iter().map(|s| (name, s)));
     }
     reapers.extend(
         leader_sql::reap_stale_running(d, "tick", "r", 10, 5)
