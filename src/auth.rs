@@ -1,23 +1,60 @@
-//! Principal resolution for one request, from the `SEMA_TOKENS` secret/var and the request headers.
+//! Principal resolution for one request, from the deployment's auth configuration (`SEMA_AUTH`,
+//! `SEMA_TOKENS`) and the request's headers. Closed unless configured: see `sema_core::auth::Auth`.
 
-use sema_core::{auth::Principal, auth::TokenTable, ApiError};
+use crate::failure::Failure;
+use sema_core::auth::{Auth, Principal};
+use std::{cell::RefCell, rc::Rc};
 use worker::{Env, Request};
 
-/// Resolves the caller. A malformed `SEMA_TOKENS` is an operator mistake: refuse every request (500,
-/// logged) rather than fall back to trusting headers.
-pub fn principal(req: &Request, env: &Env) -> Result<Principal, crate::failure::Failure> {
-    let configured = env
-        .secret("SEMA_TOKENS")
-        .map(|s| s.to_string())
-        .or_else(|_| env.var("SEMA_TOKENS").map(|v| v.to_string()))
-        .ok();
-    let table = TokenTable::parse(configured.as_deref()).map_err(crate::failure::Failure::Infra)?;
+thread_local! {
+    /// The configuration as last read, with what it means: parsed once per isolate (and again only
+    /// if the raw values change, e.g. a rotated secret).
+    static CONFIGURED: RefCell<Option<(Raw, Rc<Auth>)>> = const { RefCell::new(None) };
+}
+
+type Raw = (Option<String>, Option<String>);
+
+/// `SEMA_TOKENS` as text: a secret or a string var holds the JSON; a TOML table (`[vars.SEMA_TOKENS]`)
+/// arrives as an object, taken as the same table.
+fn tokens_text(env: &Env) -> Option<String> {
+    if let Ok(s) = env.secret("SEMA_TOKENS") {
+        return Some(s.to_string());
+    }
+    if let Ok(v) = env.var("SEMA_TOKENS") {
+        return Some(v.to_string());
+    }
+    env.object_var::<serde_json::Value>("SEMA_TOKENS")
+        .ok()
+        .map(|v| v.to_string())
+}
+
+fn auth(env: &Env) -> Rc<Auth> {
+    let raw: Raw = (
+        env.var("SEMA_AUTH").ok().map(|v| v.to_string()),
+        tokens_text(env),
+    );
+    CONFIGURED.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((seen, auth)) = c.as_ref() {
+            if *seen == raw {
+                return auth.clone();
+            }
+        }
+        let auth = Rc::new(Auth::configure(raw.0.as_deref(), raw.1.as_deref()));
+        if let Auth::Closed { reason } = auth.as_ref() {
+            worker::console_error!("closed deployment: {reason}");
+        }
+        *c = Some((raw, auth.clone()));
+        auth
+    })
+}
+
+/// Resolves the caller of `req`.
+pub fn principal(req: &Request, env: &Env) -> Result<Principal, Failure> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    table
-        .resolve(
-            header("authorization").as_deref(),
-            header("x-sema-principal").as_deref(),
-            header("x-sema-role").as_deref(),
-        )
-        .map_err(|e: ApiError| e.into())
+    Ok(auth(env).resolve(
+        header("authorization").as_deref(),
+        header("x-sema-principal").as_deref(),
+        header("x-sema-role").as_deref(),
+    )?)
 }

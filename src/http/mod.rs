@@ -2,6 +2,7 @@
 //! access once, run the handler, and map the outcome to HTTP in one place (`error.rs`).
 
 mod admin;
+mod body;
 pub mod error;
 mod reply;
 mod runner;

@@ -3,7 +3,7 @@
 //! Claim-changing work (admission, cancel-now) goes to the session's Durable Object as a typed call;
 //! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
-use super::{error::json, reply};
+use super::{body::json_body, error::json, reply};
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
     admission::AdmitInput,
@@ -19,31 +19,12 @@ use sema_core::{
     sql::run_sql::ListScope,
     status,
     store::{AdmissionStore, RunReadStore},
-    wire::{self, SubmitRunBody, BODY_MAX},
+    wire::SubmitRunBody,
     ApiError,
 };
 use worker::{Request, Response};
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
-
-/// Reads and parses a JSON body of at most 1 MiB (refused by declared length before reading when
-/// possible): the generic value (for fingerprints) and the typed request.
-pub async fn json_body<T: serde::de::DeserializeOwned>(
-    req: &mut Request,
-) -> Result<(serde_json::Value, T), Failure> {
-    let header = |name: &str| req.headers().get(name).ok().flatten();
-    wire::require_json_content_type(header("content-type").as_deref())?;
-    if let Some(len) = header("content-length").and_then(|l| l.trim().parse::<usize>().ok()) {
-        if len > BODY_MAX {
-            return Err(ApiError::payload_too_large(BODY_MAX).into());
-        }
-    }
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|_| ApiError::invalid_request("request body could not be read"))?;
-    Ok(wire::parse_body(&bytes)?)
-}
 
 /// `POST /v1/runs`.
 pub async fn submit(

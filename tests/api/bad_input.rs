@@ -145,3 +145,56 @@ fn bad_list_parameters_are_400() {
             .assert_refusal(400, "invalid_request");
     }
 }
+
+#[test]
+fn a_chunked_body_over_1_mib_is_refused_with_413_and_admits_nothing() {
+    let session = unique("chunked");
+    // A valid JSON object 2 MiB long, sent without Content-Length (chunked transfer encoding).
+    let pad = "x".repeat(2 * 1024 * 1024);
+    let body = format!(r#"{{"sessionId":"{session}","objective":"o","meta":{{"pad":"{pad}"}}}}"#);
+    let url = format!("{}/v1/runs", crate::helpers::base_url());
+    let resp = match ureq::post(&url)
+        .set("Content-Type", "application/json")
+        .send(std::io::Cursor::new(body.into_bytes()))
+    {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        // The server may answer and close before it has read the rest of the upload.
+        Err(e) => panic!("transport error instead of a 413: {e}"),
+    };
+    assert_eq!(resp.status(), 413);
+    let v: serde_json::Value = resp.into_json().unwrap();
+    assert_eq!(v["errorCode"], "payload_too_large");
+    let runs = Client::anonymous().get(&format!("/v1/runs?sessionId={session}"));
+    assert_eq!(runs.json()["runs"], json!([]));
+}
+
+#[test]
+fn integers_beyond_2_pow_53_are_a_400_never_a_500() {
+    let c = Client::anonymous();
+    let task = c.submit(&unique("big"), json!({})).admitted();
+    let events = format!("/v1/runs/{task}/events");
+    c.get(&format!("{events}?after=9007199254740992"))
+        .assert_refusal(400, "invalid_request");
+    c.send(
+        "GET",
+        &events,
+        None,
+        &[("Accept", "text/event-stream"), ("Last-Event-ID", "9007199254740992")],
+    )
+    .assert_refusal(400, "invalid_request");
+    let cursor: String = format!("{}:{task}", 1u64 << 53)
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    c.get(&format!("/v1/runs?cursor={cursor}"))
+        .assert_refusal(400, "invalid_request");
+    c.clone()
+        .with_role("runner")
+        .post_json(
+            &format!("/v1/runs/{task}/heartbeat"),
+            &json!({"runnerId": "r", "leaseEpoch": 9007199254740992u64}),
+        )
+        .assert_refusal(400, "invalid_request");
+    c.cancel(&task);
+}

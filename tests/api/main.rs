@@ -7,6 +7,7 @@
 mod admission;
 mod bad_input;
 mod cancel;
+mod closed;
 mod helpers;
 mod idempotency;
 mod listing;

@@ -1,9 +1,12 @@
-//! Principals and roles.
+//! Principals and roles, and how a deployment identifies its callers ([`Auth`]).
 //!
-//! With tokens configured (`SEMA_TOKENS`: a JSON object mapping sha256-hex(token) to
-//! `{"principal", "role"}`), every request must carry `Authorization: Bearer <token>`. With none
-//! configured (the local default), the principal is self-declared in `X-Sema-Principal` (absent =
-//! anonymous) and the role in `X-Sema-Role` (absent = `client`).
+//! Closed by default. With tokens configured (`SEMA_TOKENS`: a JSON object mapping
+//! sha256-hex(token) to `{"principal", "role"}`), every request must carry
+//! `Authorization: Bearer <token>`. Only a deployment that says so explicitly (`SEMA_AUTH = "local"`,
+//! as `scripts/dev` and the test Workers do) trusts self-declared identities: the principal in
+//! `X-Sema-Principal` (absent = anonymous) and the role in `X-Sema-Role` (absent = `client`). Anything
+//! else — no table, an empty one, `{}`, one that does not parse, an unknown `SEMA_AUTH` — is a closed
+//! deployment: every route but `/health` answers 503 saying what to configure.
 
 use crate::error::ApiError;
 use serde::Deserialize;
@@ -88,34 +91,15 @@ impl TokenTable {
         self.entries.is_empty()
     }
 
-    /// Resolves the caller from the request headers.
-    pub fn resolve(
-        &self,
-        authorization: Option<&str>,
-        principal_header: Option<&str>,
-        role_header: Option<&str>,
-    ) -> Result<Principal, ApiError> {
-        if self.is_empty() {
-            let id = match principal_header {
-                None => None,
-                Some(p) if valid_principal(p) => Some(p.to_owned()),
-                Some(_) => {
-                    return Err(ApiError::invalid_request(format!(
-                        "X-Sema-Principal must be 1..{PRINCIPAL_MAX} printable ASCII characters"
-                    )))
-                }
-            };
-            let role = match role_header {
-                None => Role::Client,
-                Some(r) => Role::parse(r).ok_or_else(|| {
-                    ApiError::invalid_request("X-Sema-Role must be client, runner or operator")
-                })?,
-            };
-            return Ok(Principal { id, role });
-        }
+    /// The principal of a bearer token (`Authorization: Bearer <token>`, the scheme in any case).
+    pub fn resolve(&self, authorization: Option<&str>) -> Result<Principal, ApiError> {
         let token = authorization
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
+            .map(str::trim_start)
+            .filter(|h| {
+                h.get(..7)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("bearer "))
+            })
+            .map(|h| h[7..].trim())
             .filter(|t| !t.is_empty())
             .ok_or_else(|| {
                 ApiError::unauthorized("a bearer token is required (Authorization: Bearer <token>)")
@@ -128,6 +112,83 @@ impl TokenTable {
             id: Some(entry.principal.clone()),
             role: entry.role,
         })
+    }
+}
+
+/// How a deployment identifies its callers, decided once from its configuration.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// `SEMA_AUTH = "local"`: self-declared identities (development and tests only).
+    Local,
+    /// Bearer tokens from a table with at least one entry.
+    Tokens(TokenTable),
+    /// Nothing usable is configured: every route but `/health` is refused, saying why.
+    Closed { reason: String },
+}
+
+/// The refusal of a closed deployment: what is wrong, and what to configure.
+pub fn not_configured(reason: &str) -> ApiError {
+    ApiError::new(
+        crate::error::ErrorCode::AuthNotConfigured,
+        format!(
+            "this deployment accepts no requests: {reason}. Set SEMA_TOKENS (a secret: a JSON object \
+             mapping the sha256 hex of each bearer token to {{\"principal\", \"role\"}}), or \
+             SEMA_AUTH = \"local\" for local development only"
+        ),
+    )
+}
+
+impl Auth {
+    /// From `SEMA_AUTH` and `SEMA_TOKENS` (the table's JSON text; a TOML table arrives as its JSON).
+    /// Tokens win when both are usable: a table is never ignored in favour of trusting headers.
+    pub fn configure(mode: Option<&str>, tokens: Option<&str>) -> Self {
+        let tokens = tokens.map(str::trim).filter(|t| !t.is_empty());
+        let table = tokens.map(|t| TokenTable::parse(Some(t)));
+        match (mode.map(str::trim), table) {
+            (_, Some(Ok(table))) if !table.is_empty() => Self::Tokens(table),
+            (Some("local"), _) => Self::Local,
+            (Some(other), _) if !other.is_empty() => Self::Closed {
+                reason: format!("SEMA_AUTH is {other:?}; the only mode it names is \"local\""),
+            },
+            (_, Some(Err(e))) => Self::Closed { reason: e },
+            (_, Some(Ok(_))) => Self::Closed {
+                reason: "SEMA_TOKENS holds no tokens".into(),
+            },
+            (_, None) => Self::Closed {
+                reason: "SEMA_TOKENS is not set".into(),
+            },
+        }
+    }
+
+    /// Resolves the caller from the request headers.
+    pub fn resolve(
+        &self,
+        authorization: Option<&str>,
+        principal_header: Option<&str>,
+        role_header: Option<&str>,
+    ) -> Result<Principal, ApiError> {
+        match self {
+            Self::Tokens(table) => table.resolve(authorization),
+            Self::Closed { reason } => Err(not_configured(reason)),
+            Self::Local => {
+                let id = match principal_header {
+                    None => None,
+                    Some(p) if valid_principal(p) => Some(p.to_owned()),
+                    Some(_) => {
+                        return Err(ApiError::invalid_request(format!(
+                            "X-Sema-Principal must be 1..{PRINCIPAL_MAX} printable ASCII characters"
+                        )))
+                    }
+                };
+                let role = match role_header {
+                    None => Role::Client,
+                    Some(r) => Role::parse(r).ok_or_else(|| {
+                        ApiError::invalid_request("X-Sema-Role must be client, runner or operator")
+                    })?,
+                };
+                Ok(Principal { id, role })
+            }
+        }
     }
 }
 
@@ -147,9 +208,13 @@ mod tests {
         .unwrap()
     }
 
+    fn tokens(table: TokenTable) -> Auth {
+        Auth::Tokens(table)
+    }
+
     #[test]
-    fn without_tokens_the_principal_header_is_trusted_and_absent_means_anonymous() {
-        let t = TokenTable::parse(None).unwrap();
+    fn in_local_mode_the_principal_header_is_trusted_and_absent_means_anonymous() {
+        let t = Auth::configure(Some("local"), None);
         let p = t.resolve(None, Some("bob"), None).unwrap();
         assert_eq!(
             p,
@@ -169,8 +234,8 @@ mod tests {
     }
 
     #[test]
-    fn without_tokens_bad_headers_are_refused_with_400() {
-        let t = TokenTable::default();
+    fn in_local_mode_bad_headers_are_refused_with_400() {
+        let t = Auth::Local;
         assert_eq!(
             t.resolve(None, Some("a b"), None).unwrap_err().status(),
             400
@@ -185,7 +250,7 @@ mod tests {
 
     #[test]
     fn with_tokens_a_known_bearer_token_yields_its_principal_and_role() {
-        let p = table()
+        let p = tokens(table())
             .resolve(Some("Bearer s3cret"), Some("mallory"), None)
             .unwrap();
         assert_eq!(
@@ -199,7 +264,7 @@ mod tests {
 
     #[test]
     fn with_tokens_missing_or_unknown_tokens_get_401() {
-        let t = table();
+        let t = tokens(table());
         assert_eq!(
             t.resolve(None, Some("alice"), None).unwrap_err().status(),
             401
@@ -216,6 +281,59 @@ mod tests {
                 .status(),
             401
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        for h in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "  Bearer   s3cret ",
+        ] {
+            assert!(
+                tokens(table()).resolve(Some(h), None, None).is_ok(),
+                "{h:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deployment_without_usable_credentials_is_closed_and_says_what_to_configure() {
+        let h = crate::hex::sha256(b"s3cret");
+        let good = format!(r#"{{"{h}":{{"principal":"alice","role":"client"}}}}"#);
+        for (mode, raw) in [
+            (None, None),
+            (None, Some("")),
+            (None, Some("   ")),
+            (None, Some("{}")),
+            (None, Some("not json")),
+            (None, Some(r#"{"abc":{"principal":"a","role":"client"}}"#)),
+            (Some(""), None),
+            (Some("open"), None),
+            (Some("Local"), None),
+        ] {
+            let auth = Auth::configure(mode, raw);
+            assert!(
+                matches!(auth, Auth::Closed { .. }),
+                "{mode:?} {raw:?}: {auth:?}"
+            );
+            let e = auth
+                .resolve(None, Some("alice"), Some("operator"))
+                .unwrap_err();
+            assert_eq!((e.status(), e.code()), (503, "auth.not_configured"));
+            assert!(e.message.contains("SEMA_TOKENS") && e.message.contains("SEMA_AUTH"));
+        }
+        assert!(matches!(
+            Auth::configure(None, Some(&good)),
+            Auth::Tokens(_)
+        ));
+        assert!(matches!(Auth::configure(Some("local"), None), Auth::Local));
+        // A usable table is never ignored in favour of trusting headers.
+        assert!(matches!(
+            Auth::configure(Some("local"), Some(&good)),
+            Auth::Tokens(_)
+        ));
     }
 
     #[test]

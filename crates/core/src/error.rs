@@ -26,11 +26,12 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     KeyReused,
     Internal,
+    AuthNotConfigured,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -46,6 +47,7 @@ impl ErrorCode {
         Self::UnsupportedMediaType,
         Self::KeyReused,
         Self::Internal,
+        Self::AuthNotConfigured,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -66,6 +68,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::KeyReused => "idempotency.key_reused",
             Self::Internal => "internal",
+            Self::AuthNotConfigured => "auth.not_configured",
         }
     }
 
@@ -86,6 +89,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
             Self::Internal => 500,
+            Self::AuthNotConfigured => 503,
         }
     }
 

@@ -108,7 +108,7 @@ pub fn decode_cursor(cursor: &str) -> Result<(i64, String), ApiError> {
     let text = String::from_utf8(raw).map_err(|_| bad())?;
     let (at, id) = text.split_once(':').ok_or_else(bad)?;
     let at: i64 = at.parse().map_err(|_| bad())?;
-    if at < 0 || !is_safe_id(id) {
+    if !(0..=crate::sql::JS_SAFE_INT).contains(&at) || !is_safe_id(id) {
         return Err(bad());
     }
     Ok((at, id.to_owned()))
@@ -117,6 +117,12 @@ pub fn decode_cursor(cursor: &str) -> Result<(i64, String), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_beyond_2_pow_53_is_refused_not_passed_to_the_database() {
+        let c = crate::hex::encode(format!("{}:task-1", 1i64 << 53).as_bytes());
+        assert_eq!(decode_cursor(&c).unwrap_err().status(), 400);
+    }
 
     #[test]
     fn cursors_round_trip_and_foreign_cursors_are_refused() {

@@ -84,9 +84,13 @@ pub fn refusal_done_frame<T: serde::Serialize>(result: &T) -> String {
     format!("data: {{\"type\":\"done\",\"result\":{result}}}\n\n")
 }
 
-/// Parses a resume anchor (`Last-Event-ID` or `?after=`): a non-negative seq.
+/// Parses a resume anchor (`Last-Event-ID` or `?after=`): a seq in 0..=2^53-1 (what D1 can bind
+/// exactly); anything else is refused by the caller with a 400, never a 500 or an empty stream.
 pub fn parse_anchor(raw: &str) -> Option<i64> {
-    raw.trim().parse::<i64>().ok().filter(|n| *n >= 0)
+    raw.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|n| (0..=crate::sql::JS_SAFE_INT).contains(n))
 }
 
 #[cfg(test)]
@@ -134,5 +138,8 @@ mod tests {
         assert_eq!(parse_anchor("0"), Some(0));
         assert_eq!(parse_anchor("-1"), None);
         assert_eq!(parse_anchor("abc"), None);
+        assert_eq!(parse_anchor("9007199254740991"), Some(9_007_199_254_740_991));
+        assert_eq!(parse_anchor("9007199254740992"), None);
+        assert_eq!(parse_anchor("99999999999999999999"), None);
     }
 }

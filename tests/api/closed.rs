@@ -1,0 +1,56 @@
+//! Closed by default: Workers started from the repository's own configuration with nothing added,
+//! and with an empty token table (`SEMA_CLOSED_URLS`, space-separated). Every route but `/health` is
+//! refused with 503 `auth.not_configured` naming what to configure, whatever identity headers or
+//! tokens a caller sends — never an open API.
+
+use crate::helpers::Client;
+
+fn servers() -> Vec<String> {
+    std::env::var("SEMA_CLOSED_URLS")
+        .expect("SEMA_CLOSED_URLS is not set: run through scripts/test")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+const ROUTES: [(&str, &str); 12] = [
+    ("POST", "/v1/runs"),
+    ("GET", "/v1/runs"),
+    ("GET", "/v1/runs/some-run"),
+    ("POST", "/v1/runs/some-run/cancel"),
+    ("GET", "/v1/runs/some-run/events"),
+    ("POST", "/v1/runs/some-run/steer"),
+    ("POST", "/v1/tasks"),
+    ("POST", "/v1/runner/lease"),
+    ("POST", "/v1/runs/some-run/heartbeat"),
+    ("POST", "/v1/runs/some-run/events"),
+    ("POST", "/v1/runs/some-run/finish"),
+    ("GET", "/v1/admin/reapers"),
+];
+
+#[test]
+fn a_deployment_without_credentials_refuses_every_route_but_health() {
+    let servers = servers();
+    assert_eq!(servers.len(), 2, "the closed and the empty-table Workers");
+    for base in servers {
+        assert_eq!(Client::anonymous().at(&base).get("/health").status, 200);
+        for role in ["client", "runner", "operator"] {
+            let c = Client::as_principal("mallory").with_role(role).at(&base);
+            for (method, path) in ROUTES {
+                let body =
+                    (method == "POST").then_some(&b"{\"sessionId\":\"s\",\"objective\":\"o\"}"[..]);
+                let headers = [
+                    ("Content-Type", "application/json"),
+                    ("Authorization", "Bearer guess"),
+                ];
+                let r = c.send(method, path, body, &headers);
+                let v = r.assert_refusal(503, "auth.not_configured");
+                let text = v["error"].as_str().unwrap();
+                assert!(
+                    text.contains("SEMA_TOKENS") && text.contains("SEMA_AUTH"),
+                    "{method} {path} on {base}: {text}"
+                );
+            }
+        }
+    }
+}
