@@ -267,7 +267,8 @@ pub async fn events(
     Ok(json(200, body.to_string()))
 }
 
-/// `POST /v1/runs/{id}/steer`: queue a message for the running turn (202); 409 if not running.
+/// `POST /v1/runs/{id}/steer`: the owner queues a message for the running turn (202); 409 if not
+/// running; an operator steering someone else's run is 403.
 pub async fn steer(
     req: &mut Request,
     cx: &Cx,
@@ -277,6 +278,10 @@ pub async fn steer(
     let (_, body): (_, sema_core::runner_wire::SteerBody) = json_body(req).await?;
     let message = body.validate()?;
     let run = visible_run(cx, principal, task_id).await?;
+    if !principal.owns(run.owner.as_deref()) {
+        // An operator sees every run but speaks only into its own.
+        return Err(ApiError::forbidden("only the run's owner may steer it").into());
+    }
     let call = SessionCall::Steer {
         task_id: task_id.as_str().to_owned(),
         message,

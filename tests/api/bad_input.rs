@@ -180,7 +180,10 @@ fn integers_beyond_2_pow_53_are_a_400_never_a_500() {
         "GET",
         &events,
         None,
-        &[("Accept", "text/event-stream"), ("Last-Event-ID", "9007199254740992")],
+        &[
+            ("Accept", "text/event-stream"),
+            ("Last-Event-ID", "9007199254740992"),
+        ],
     )
     .assert_refusal(400, "invalid_request");
     let cursor: String = format!("{}:{task}", 1u64 << 53)

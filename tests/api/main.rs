@@ -11,6 +11,7 @@ mod closed;
 mod helpers;
 mod idempotency;
 mod listing;
+mod matrix;
 mod principals;
 mod roles;
 mod tokens;

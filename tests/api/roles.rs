@@ -20,10 +20,10 @@ const TABLE: [(&str, &str, bool, bool, bool); 13] = [
     ("GET", "/v1/runs/no-such-run/events", true, false, true),
     ("POST", "/v1/runs/no-such-run/steer", true, false, true),
     ("POST", "/v1/tasks", true, false, true),
-    ("POST", "/v1/runner/lease", false, true, true),
-    ("POST", "/v1/runs/no-such-run/heartbeat", false, true, true),
-    ("POST", "/v1/runs/no-such-run/events", false, true, true),
-    ("POST", "/v1/runs/no-such-run/finish", false, true, true),
+    ("POST", "/v1/runner/lease", false, true, false),
+    ("POST", "/v1/runs/no-such-run/heartbeat", false, true, false),
+    ("POST", "/v1/runs/no-such-run/events", false, true, false),
+    ("POST", "/v1/runs/no-such-run/finish", false, true, false),
     ("GET", "/v1/admin/reapers", false, false, true),
 ];
 

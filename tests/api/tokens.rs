@@ -5,6 +5,7 @@ use crate::helpers::{unique, Client};
 use serde_json::json;
 
 pub const ALICE: &str = "test-token-alice-client";
+pub const BOB: &str = "test-token-bob-client";
 pub const OPS: &str = "test-token-ops-operator";
 pub const RUNNER: &str = "test-token-runner";
 

@@ -45,7 +45,13 @@ impl Principal {
     /// Whether this principal may see and act on a thing owned by `owner`: the owner itself (null-safe
     /// equality: anonymous matches only anonymous) or an operator.
     pub fn may_access(&self, owner: Option<&str>) -> bool {
-        self.role == Role::Operator || self.id.as_deref() == owner
+        self.role == Role::Operator || self.owns(owner)
+    }
+
+    /// Whether this principal owns a thing owned by `owner` (null-safe; operators included only for
+    /// their own things): what acting *in* a run, rather than overseeing it, requires.
+    pub fn owns(&self, owner: Option<&str>) -> bool {
+        self.id.as_deref() == owner
     }
 }
 
@@ -364,5 +370,6 @@ mod tests {
         assert!(anon.may_access(None) && !anon.may_access(Some("bob")));
         assert!(bob.may_access(Some("bob")) && !bob.may_access(None));
         assert!(op.may_access(Some("bob")) && op.may_access(None));
+        assert!(!op.owns(Some("bob")) && op.owns(Some("op")));
     }
 }

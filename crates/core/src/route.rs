@@ -35,7 +35,8 @@ pub enum Access {
     /// Clients on their own runs, operators on every run. Runner credentials execute runs; they do
     /// not submit, read or cancel them as clients.
     ClientSide,
-    /// The runner protocol: runner credentials (and operators).
+    /// The runner protocol: runner credentials only. Operators oversee runs (read, list, cancel, the
+    /// reaper log); they do not drive them, so a leaked operator token cannot forge a run's ledger.
     RunnerSide,
     /// Operators only (diagnostics).
     Operator,
@@ -46,7 +47,7 @@ impl Access {
         match self {
             Self::Public => true,
             Self::ClientSide => matches!(role, Role::Client | Role::Operator),
-            Self::RunnerSide => matches!(role, Role::Runner | Role::Operator),
+            Self::RunnerSide => role == Role::Runner,
             Self::Operator => role == Role::Operator,
         }
     }
@@ -208,7 +209,7 @@ mod tests {
             | Route::Steer(_)
             | Route::SubmitTask => (true, false, true),
             Route::AppendEvents(_) | Route::Heartbeat(_) | Route::Finish(_) | Route::Lease => {
-                (false, true, true)
+                (false, true, false)
             }
             Route::AdminReapers => (false, false, true),
         }

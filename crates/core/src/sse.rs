@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(parse_anchor("0"), Some(0));
         assert_eq!(parse_anchor("-1"), None);
         assert_eq!(parse_anchor("abc"), None);
-        assert_eq!(parse_anchor("9007199254740991"), Some(9_007_199_254_740_991));
+        assert_eq!(
+            parse_anchor("9007199254740991"),
+            Some(9_007_199_254_740_991)
+        );
         assert_eq!(parse_anchor("9007199254740992"), None);
         assert_eq!(parse_anchor("99999999999999999999"), None);
     }
