@@ -1,9 +1,10 @@
 //! Operator diagnostics. `GET /v1/admin/reapers`: the last reaper ticks, newest first, each with what
-//! it did (`reaper::TickSummary`).
+//! it did (`reaper::TickSummary`). `GET /v1/admin/sessions/{id}`: what the session's object holds in
+//! memory (waiters, open streams, the remembered claim) — the figures its memory bounds are about.
 
-use super::error::json;
-use crate::{cx::Cx, failure::Failure};
-use sema_core::store::ReaperStore;
+use super::{error::json, reply};
+use crate::{cx::Cx, failure::Failure, session_do::client};
+use sema_core::{session_protocol::SessionCall, store::ReaperStore};
 use worker::Response;
 
 /// How many ticks one answer shows.
@@ -19,4 +20,8 @@ pub async fn reapers(cx: &Cx) -> Result<Response, Failure> {
         })
         .collect();
     Ok(json(200, serde_json::json!({ "ticks": ticks }).to_string()))
+}
+
+pub async fn session(cx: &Cx, session_id: &str) -> Result<Response, Failure> {
+    reply::render(cx, client::call(cx, session_id, &SessionCall::Stats).await?)
 }

@@ -48,6 +48,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::AppendEvents(id) => runner::append(req, cx, &id).await,
         Route::Finish(id) => runner::finish(req, cx, &id).await,
         Route::AdminReapers => admin::reapers(cx).await,
+        Route::AdminSession(id) => admin::session(cx, id.as_str()).await,
     }
 }
 

@@ -24,6 +24,11 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
         SessionReply::Waited(run) => answer::waited(&run, now, &staleness),
         SessionReply::Refused(e) => return Err(e.into()),
         SessionReply::Failed { cause } => return Err(Failure::Infra(cause)),
+        SessionReply::Stats {
+            waiters,
+            streams,
+            claim,
+        } => answer::stats(waiters, streams, claim.as_deref()),
         SessionReply::Noted { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }

@@ -60,21 +60,48 @@ impl Hub {
             channel: Channel(tx),
         }));
         let mut subs = self.subs.borrow_mut();
-        let list = subs.entry(task_id.to_owned()).or_default();
-        list.retain(|s| !s.borrow().state.is_closed());
-        list.push(sub.clone());
+        // Forget every stream that ended, of any run: the map holds open streams only.
+        subs.retain(|_, list| {
+            list.retain(|s| !s.borrow().state.is_closed());
+            !list.is_empty()
+        });
+        subs.entry(task_id.to_owned())
+            .or_default()
+            .push(sub.clone());
         (sub, rx)
     }
 
-    /// Resolves when a `done` frame is published for `task_id` (or the object goes away).
+    /// Resolves when a `done` frame is published for `task_id` (or the object goes away). A waiter
+    /// whose caller stopped waiting (refused, replayed or timed out: its receiver dropped) is
+    /// forgotten at the next registration, so none is left behind.
     pub fn wait_done(&self, task_id: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.waiters
-            .borrow_mut()
-            .entry(task_id.to_owned())
-            .or_default()
-            .push(tx);
+        let mut waiters = self.waiters.borrow_mut();
+        waiters.retain(|_, list| {
+            list.retain(|w| !w.is_canceled());
+            !list.is_empty()
+        });
+        waiters.entry(task_id.to_owned()).or_default().push(tx);
         rx
+    }
+
+    /// How many callers wait and streams are open (waiters already given up on not counted).
+    pub fn counts(&self) -> (usize, usize) {
+        let waiters = self
+            .waiters
+            .borrow()
+            .values()
+            .flatten()
+            .filter(|w| !w.is_canceled())
+            .count();
+        let streams = self
+            .subs
+            .borrow()
+            .values()
+            .flatten()
+            .filter(|s| !s.borrow().state.is_closed())
+            .count();
+        (waiters, streams)
     }
 
     /// Delivers a frame with `seq` to every subscriber of `task_id` (buffered for those replaying);

@@ -147,6 +147,14 @@ impl SessionDo {
             SessionCall::RunEnded { task_id } => SessionReply::Noted {
                 claim_released: self.end_run(cx, &task_id).await?,
             },
+            SessionCall::Stats => {
+                let (waiters, streams) = self.hub.counts();
+                SessionReply::Stats {
+                    waiters,
+                    streams,
+                    claim: self.load().await?.claim.map(|c| c.task_id),
+                }
+            }
         };
         Ok(Outcome::Reply(reply))
     }

@@ -13,7 +13,7 @@ fn servers() -> Vec<String> {
         .collect()
 }
 
-const ROUTES: [(&str, &str); 12] = [
+const ROUTES: [(&str, &str); 13] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/some-run"),
@@ -26,6 +26,7 @@ const ROUTES: [(&str, &str); 12] = [
     ("POST", "/v1/runs/some-run/events"),
     ("POST", "/v1/runs/some-run/finish"),
     ("GET", "/v1/admin/reapers"),
+    ("GET", "/v1/admin/sessions/some-session"),
 ];
 
 #[test]

@@ -6,6 +6,7 @@
 
 mod admission;
 mod bad_input;
+mod bounds;
 mod cancel;
 mod closed;
 mod helpers;

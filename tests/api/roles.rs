@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 13] = [
+const TABLE: [(&str, &str, bool, bool, bool); 14] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -25,6 +25,13 @@ const TABLE: [(&str, &str, bool, bool, bool); 13] = [
     ("POST", "/v1/runs/no-such-run/events", false, true, false),
     ("POST", "/v1/runs/no-such-run/finish", false, true, false),
     ("GET", "/v1/admin/reapers", false, false, true),
+    (
+        "GET",
+        "/v1/admin/sessions/no-such-session",
+        false,
+        false,
+        true,
+    ),
 ];
 
 fn call(token: &str, method: &str, path: &str) -> Resp {

@@ -103,6 +103,14 @@ pub fn steer_queued(task_id: &str, seq: i64) -> Answer {
     )
 }
 
+/// What a session's object holds in memory (operators' diagnostics).
+pub fn stats(waiters: usize, streams: usize, claim: Option<&str>) -> Answer {
+    (
+        200,
+        json!({"waiters": waiters, "streams": streams, "claimTaskId": claim}).to_string(),
+    )
+}
+
 /// A runner's finish: the run's face after it (terminal: nothing to judge).
 pub fn finished(run: &RunRow) -> Answer {
     (200, serde_json::to_string(&run.face()).unwrap_or_default())

@@ -4,7 +4,7 @@
 use crate::{
     auth::{Principal, Role},
     error::ApiError,
-    ids::TaskId,
+    ids::{SessionId, TaskId},
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub enum Route {
     SubmitTask,
     /// `GET /v1/admin/reapers`: the last reaper ticks.
     AdminReapers,
+    /// `GET /v1/admin/sessions/{id}`: what a session's object holds in memory.
+    AdminSession(SessionId),
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -80,7 +82,7 @@ impl Route {
             Self::Lease | Self::Heartbeat(_) | Self::AppendEvents(_) | Self::Finish(_) => {
                 Access::RunnerSide
             }
-            Self::AdminReapers => Access::Operator,
+            Self::AdminReapers | Self::AdminSession(_) => Access::Operator,
         }
     }
 }
@@ -138,6 +140,11 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["v1", "runner", "lease"] => only("POST", Route::Lease),
         ["v1", "tasks"] => only("POST", Route::SubmitTask),
         ["v1", "admin", "reapers"] => only("GET", Route::AdminReapers),
+        ["v1", "admin", "sessions", id] => {
+            let id = SessionId::parse(id)
+                .ok_or_else(|| ApiError::invalid_field("sessionId", crate::ids::SAFE_ID_RULE))?;
+            only("GET", Route::AdminSession(id))
+        }
         _ => Err(ApiError::route_not_found()),
     }
 }
@@ -181,7 +188,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 13] = [
+    const TABLE: [(&str, &str); 14] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -195,6 +202,7 @@ mod tests {
         ("POST", "/v1/runner/lease"),
         ("POST", "/v1/tasks"),
         ("GET", "/v1/admin/reapers"),
+        ("GET", "/v1/admin/sessions/s"),
     ];
 
     /// (client, runner, operator) may call it.
@@ -211,7 +219,7 @@ mod tests {
             Route::AppendEvents(_) | Route::Heartbeat(_) | Route::Finish(_) | Route::Lease => {
                 (false, true, false)
             }
-            Route::AdminReapers => (false, false, true),
+            Route::AdminReapers | Route::AdminSession(_) => (false, false, true),
         }
     }
 

@@ -76,6 +76,8 @@ pub enum SessionCall {
     RunEnded {
         task_id: String,
     },
+    /// Diagnostics: what the object holds in memory (operators only).
+    Stats,
 }
 
 /// How much of a call runs under the object's lock.
@@ -105,6 +107,7 @@ impl SessionCall {
             | Self::Finish { .. }
             | Self::Steer { .. }
             | Self::RunEnded { .. } => Lock::Whole,
+            Self::Stats => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
@@ -168,6 +171,13 @@ pub enum SessionReply {
     /// A `RunEnded` notice was taken: whether the object held the run's claim and let it go.
     Noted {
         claim_released: bool,
+    },
+    /// What the object holds in memory: callers waiting for a run's end, open SSE streams, and
+    /// the task holding the claim it remembers.
+    Stats {
+        waiters: usize,
+        streams: usize,
+        claim: Option<String>,
     },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
@@ -248,6 +258,7 @@ mod tests {
             SessionCall::RunEnded {
                 task_id: "T".into(),
             },
+            SessionCall::Stats,
         ]
     }
 
@@ -278,6 +289,7 @@ mod tests {
                         "finish" => "finish",
                         "steer" => "steer",
                         "run_ended" => "run_ended",
+                        "stats" => "stats",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -297,6 +309,7 @@ mod tests {
                 ("finish", Lock::Whole),
                 ("steer", Lock::Whole),
                 ("run_ended", Lock::Whole),
+                ("stats", Lock::Free),
             ]
         );
     }
@@ -345,6 +358,11 @@ mod tests {
             },
             SessionReply::Noted {
                 claim_released: true,
+            },
+            SessionReply::Stats {
+                waiters: 0,
+                streams: 2,
+                claim: Some("T".into()),
             },
         ];
         for reply in replies {
