@@ -17,12 +17,16 @@ use sema_core::{
     sse,
     sse_subscriber::{closing_done, Sink, Subscriber},
     store::{EventRow, RunReadStore},
+    ApiError,
 };
 use std::{cell::RefCell, collections::HashMap, rc::Rc, time::Duration};
 use worker::{Env, Headers, Response};
 
 /// How many ledger events one replay read fetches.
 const REPLAY_PAGE: i64 = 500;
+/// Open SSE streams one run, and one session object, may have.
+pub const STREAMS_PER_RUN: usize = 256;
+pub const STREAMS_PER_OBJECT: usize = 1_024;
 
 /// The channel to one client, as the core's [`Sink`].
 struct Channel(UnboundedSender<Vec<u8>>);
@@ -42,6 +46,13 @@ pub struct Stream {
     channel: Channel,
 }
 
+impl Stream {
+    /// Not ended, and its reader is still there.
+    fn is_open(&self) -> bool {
+        !self.state.is_closed() && !self.channel.0.is_closed()
+    }
+}
+
 pub type Sub = Rc<RefCell<Stream>>;
 
 /// The subscribers of each run, by task id, and the callers waiting for a run to end.
@@ -52,23 +63,38 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Registers a subscriber that has already seen everything up to `after`.
-    pub fn subscribe(&self, task_id: &str, after: i64) -> (Sub, UnboundedReceiver<Vec<u8>>) {
+    /// Registers a subscriber that has already seen everything up to `after`, unless the run or the
+    /// object already has as many open streams as it serves.
+    pub fn subscribe(
+        &self,
+        task_id: &str,
+        after: i64,
+    ) -> Result<(Sub, UnboundedReceiver<Vec<u8>>), ApiError> {
+        let mut subs = self.subs.borrow_mut();
+        // Forget every stream that ended or whose reader went away, of any run: the map holds open
+        // streams only.
+        subs.retain(|_, list| {
+            list.retain(|s| s.borrow().is_open());
+            !list.is_empty()
+        });
+        if subs.get(task_id).map_or(0, Vec::len) >= STREAMS_PER_RUN {
+            return Err(ApiError::too_many_streams(STREAMS_PER_RUN, "this run"));
+        }
+        if subs.values().map(Vec::len).sum::<usize>() >= STREAMS_PER_OBJECT {
+            return Err(ApiError::too_many_streams(
+                STREAMS_PER_OBJECT,
+                "this session",
+            ));
+        }
         let (tx, rx) = unbounded();
         let sub = Rc::new(RefCell::new(Stream {
             state: Subscriber::new(after),
             channel: Channel(tx),
         }));
-        let mut subs = self.subs.borrow_mut();
-        // Forget every stream that ended, of any run: the map holds open streams only.
-        subs.retain(|_, list| {
-            list.retain(|s| !s.borrow().state.is_closed());
-            !list.is_empty()
-        });
         subs.entry(task_id.to_owned())
             .or_default()
             .push(sub.clone());
-        (sub, rx)
+        Ok((sub, rx))
     }
 
     /// Resolves when a `done` frame is published for `task_id` (or the object goes away). A waiter
@@ -99,7 +125,7 @@ impl Hub {
             .borrow()
             .values()
             .flatten()
-            .filter(|s| !s.borrow().state.is_closed())
+            .filter(|s| s.borrow().is_open())
             .count();
         (waiters, streams)
     }

@@ -42,7 +42,7 @@ impl SessionDo {
         after: i64,
         meta: Option<String>,
     ) -> Result<worker::Response, Failure> {
-        let (sub, rx) = self.hub.subscribe(task_id, after);
+        let (sub, rx) = self.hub.subscribe(task_id, after)?;
         let mut extra = vec![];
         if let Some(frame) = &meta {
             fanout::prefix(&sub, frame);

@@ -56,3 +56,35 @@ fn a_sync_wait_that_times_out_leaves_no_waiter_behind() {
     assert_eq!(s["waiters"], 0, "{s}");
     c.cancel(&task);
 }
+
+#[test]
+fn a_run_serves_at_most_256_streams_and_refuses_more_with_429() {
+    let c = Client::anonymous();
+    let task = c.submit(&unique("streams"), json!({})).admitted();
+    let url = format!("{}/v1/runs/{task}/events", crate::helpers::base_url());
+    let open = || match ureq::get(&url).set("Accept", "text/event-stream").call() {
+        Ok(r) => Ok(r),
+        Err(ureq::Error::Status(code, r)) => Err((code, r.into_string().unwrap_or_default())),
+        Err(e) => panic!("transport error: {e}"),
+    };
+    let mut streams = Vec::new();
+    for i in 0..256 {
+        streams.push(open().unwrap_or_else(|e| panic!("stream {i} refused: {e:?}")));
+    }
+    let (code, body) = open().expect_err("the 257th stream was accepted");
+    assert_eq!(code, 429, "{body}");
+    assert!(body.contains("too_many_streams"), "{body}");
+    // Readers that went away free their places.
+    drop(streams);
+    let start = std::time::Instant::now();
+    loop {
+        match open() {
+            Ok(_) => break,
+            Err((429, _)) if start.elapsed() < std::time::Duration::from_secs(30) => {
+                std::thread::sleep(std::time::Duration::from_millis(500))
+            }
+            Err(e) => panic!("places never freed: {e:?}"),
+        }
+    }
+    c.cancel(&task);
+}

@@ -27,11 +27,12 @@ pub enum ErrorCode {
     KeyReused,
     Internal,
     AuthNotConfigured,
+    TooManyStreams,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -48,6 +49,7 @@ impl ErrorCode {
         Self::KeyReused,
         Self::Internal,
         Self::AuthNotConfigured,
+        Self::TooManyStreams,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -69,6 +71,7 @@ impl ErrorCode {
             Self::KeyReused => "idempotency.key_reused",
             Self::Internal => "internal",
             Self::AuthNotConfigured => "auth.not_configured",
+            Self::TooManyStreams => "too_many_streams",
         }
     }
 
@@ -90,6 +93,7 @@ impl ErrorCode {
             Self::KeyReused => 422,
             Self::Internal => 500,
             Self::AuthNotConfigured => 503,
+            Self::TooManyStreams => 429,
         }
     }
 
@@ -249,6 +253,16 @@ impl ApiError {
             ErrorCode::TaskIdTaken,
             "taskId is already used by another run; submit with a different taskId",
         )
+    }
+
+    /// A stream refused because the run, or its session, already has as many open streams as one
+    /// object serves.
+    pub fn too_many_streams(limit: usize, of: &str) -> Self {
+        Self::new(
+            ErrorCode::TooManyStreams,
+            format!("{of} already has {limit} open event streams; close one or retry later"),
+        )
+        .with("limit", &limit)
     }
 
     /// An infrastructure failure: opaque to the caller.
