@@ -6,20 +6,28 @@
 //! buffered and flushed above the last seq sent, so a stream never duplicates or skips an event.
 //! Everything here runs on the object's single thread (Rc/RefCell, no locks); frames are published
 //! while the object's lock is held, which is what keeps them in seq order.
+//!
+//! Memory is bounded per stream: each client's queue holds at most [`QUEUE_MAX_BYTES`]; a live frame
+//! that would overflow it ends the stream (a reader too slow to keep up resumes by `Last-Event-ID`,
+//! losing nothing), and the replay waits for the reader to drain below [`QUEUE_LOW_BYTES`] before
+//! each ledger frame, so a replay is paced by its reader, not pushed as fast as D1 answers.
 
 use crate::d1;
-use futures_channel::{
-    mpsc::{unbounded, UnboundedReceiver, UnboundedSender},
-    oneshot,
-};
-use futures_util::StreamExt;
+use futures_channel::oneshot;
 use sema_core::{
     sse,
     sse_subscriber::{closing_done, Sink, Subscriber},
     store::{EventRow, RunReadStore},
     ApiError,
 };
-use std::{cell::RefCell, collections::HashMap, rc::Rc, time::Duration};
+use std::{
+    cell::RefCell,
+    collections::{HashMap, VecDeque},
+    pin::Pin,
+    rc::Rc,
+    task::{Context, Poll, Waker},
+    time::Duration,
+};
 use worker::{Env, Headers, Response};
 
 /// How many ledger events one replay read fetches.
@@ -28,16 +36,104 @@ const REPLAY_PAGE: i64 = 500;
 pub const STREAMS_PER_RUN: usize = 256;
 pub const STREAMS_PER_OBJECT: usize = 1_024;
 
-/// The channel to one client, as the core's [`Sink`].
-struct Channel(UnboundedSender<Vec<u8>>);
+/// Bytes one client's queue may hold; a frame that would overflow it ends the stream.
+const QUEUE_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The replay sends its next ledger frame only once the queue is below this.
+const QUEUE_LOW_BYTES: usize = 1024 * 1024;
+
+/// One client's frames waiting to be read.
+#[derive(Default)]
+struct Queue {
+    frames: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// No more frames will come (the stream ended, or its reader went away).
+    closed: bool,
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+}
+
+type Shared = Rc<RefCell<Queue>>;
+
+fn wake(w: &mut Option<Waker>) {
+    if let Some(w) = w.take() {
+        w.wake();
+    }
+}
+
+/// The writing end, as the core's [`Sink`].
+struct Channel(Shared);
 
 impl Sink for Channel {
     fn send(&mut self, frame: &str) -> bool {
-        self.0.unbounded_send(frame.as_bytes().to_vec()).is_ok()
+        let q = &mut *self.0.borrow_mut();
+        if q.closed || q.bytes + frame.len() > QUEUE_MAX_BYTES {
+            return false;
+        }
+        q.bytes += frame.len();
+        q.frames.push_back(frame.as_bytes().to_vec());
+        wake(&mut q.reader);
+        true
     }
     fn close(&mut self) {
-        self.0.close_channel();
+        let q = &mut *self.0.borrow_mut();
+        q.closed = true;
+        wake(&mut q.reader);
+        wake(&mut q.writer);
     }
+}
+
+/// The reading end: the response body. Dropped when the client goes away.
+struct Reader(Shared);
+
+impl futures_util::Stream for Reader {
+    type Item = Result<Vec<u8>, worker::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let q = &mut *self.0.borrow_mut();
+        if let Some(frame) = q.frames.pop_front() {
+            q.bytes -= frame.len();
+            if q.bytes < QUEUE_LOW_BYTES {
+                wake(&mut q.writer);
+            }
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if q.closed {
+            return Poll::Ready(None);
+        }
+        q.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let q = &mut *self.0.borrow_mut();
+        q.closed = true;
+        q.frames.clear();
+        q.bytes = 0;
+        wake(&mut q.writer);
+    }
+}
+
+/// A new client queue: its writing and reading ends.
+fn queue() -> (Channel, Reader) {
+    let shared: Shared = Rc::default();
+    (Channel(shared.clone()), Reader(shared))
+}
+
+/// Resolves once the queue of `sub` has room for the replay's next frame (or it closed).
+async fn room(sub: &Sub) {
+    let shared = sub.borrow().channel.0.clone();
+    futures_util::future::poll_fn(|cx| {
+        let q = &mut *shared.borrow_mut();
+        if q.closed || q.bytes < QUEUE_LOW_BYTES {
+            Poll::Ready(())
+        } else {
+            q.writer = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// One open stream: its state and its channel.
@@ -49,7 +145,7 @@ pub struct Stream {
 impl Stream {
     /// Not ended, and its reader is still there.
     fn is_open(&self) -> bool {
-        !self.state.is_closed() && !self.channel.0.is_closed()
+        !self.state.is_closed() && !self.channel.0.borrow().closed
     }
 }
 
@@ -69,7 +165,13 @@ impl Hub {
         &self,
         task_id: &str,
         after: i64,
-    ) -> Result<(Sub, UnboundedReceiver<Vec<u8>>), ApiError> {
+    ) -> Result<
+        (
+            Sub,
+            impl futures_util::Stream<Item = Result<Vec<u8>, worker::Error>>,
+        ),
+        ApiError,
+    > {
         let mut subs = self.subs.borrow_mut();
         // Forget every stream that ended or whose reader went away, of any run: the map holds open
         // streams only.
@@ -86,10 +188,10 @@ impl Hub {
                 "this session",
             ));
         }
-        let (tx, rx) = unbounded();
+        let (channel, rx) = queue();
         let sub = Rc::new(RefCell::new(Stream {
             state: Subscriber::new(after),
-            channel: Channel(tx),
+            channel,
         }));
         subs.entry(task_id.to_owned())
             .or_default()
@@ -166,9 +268,9 @@ impl Hub {
     }
 }
 
-/// Turns a subscriber's receiver into a streaming SSE response, with `extra` headers.
+/// Turns a subscriber's reading end into a streaming SSE response, with `extra` headers.
 pub fn sse_response(
-    rx: UnboundedReceiver<Vec<u8>>,
+    rx: impl futures_util::Stream<Item = Result<Vec<u8>, worker::Error>> + 'static,
     extra: &[(&str, &str)],
 ) -> Result<Response, worker::Error> {
     let headers = Headers::new();
@@ -178,16 +280,16 @@ pub fn sse_response(
     for (k, v) in extra {
         let _ = headers.set(k, v);
     }
-    Ok(Response::from_stream(rx.map(Ok::<Vec<u8>, worker::Error>))?
+    Ok(Response::from_stream(rx)?
         .with_status(200)
         .with_headers(headers))
 }
 
 /// A one-frame stream that ends at once (e.g. the conflict `done` of a stream submit).
 pub fn single_frame_response(frame: String) -> Result<Response, worker::Error> {
-    let (tx, rx) = unbounded();
-    let _ = tx.unbounded_send(frame.into_bytes());
-    tx.close_channel();
+    let (mut tx, rx) = queue();
+    tx.send(&frame);
+    tx.close();
     sse_response(rx, &[])
 }
 
@@ -224,6 +326,7 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         for e in &page {
+            room(sub).await;
             if replayed(sub, e) {
                 return Ok(());
             }
@@ -246,6 +349,7 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         for e in &tail {
+            room(sub).await;
             if replayed(sub, e) {
                 return Ok(());
             }

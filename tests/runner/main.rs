@@ -11,6 +11,7 @@
 mod helpers;
 mod sse;
 
+mod bounds;
 mod execution;
 mod heal;
 mod protocol;

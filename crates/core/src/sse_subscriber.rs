@@ -15,6 +15,10 @@ pub trait Sink {
     fn close(&mut self);
 }
 
+/// Live frames one subscriber may hold back while its replay catches up, in bytes. Past it the
+/// stream is closed (the reader is far behind; it resumes by `Last-Event-ID`, losing nothing).
+pub const REPLAY_BUFFER_MAX_BYTES: usize = 4 * 1024 * 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
     /// Reading the ledger; live frames wait here as `(seq, frame, is_done)`.
@@ -57,7 +61,14 @@ impl Subscriber {
     /// else sent unless already sent.
     pub fn on_live(&mut self, seq: i64, frame: &str, is_done: bool, sink: &mut impl Sink) {
         match &mut self.phase {
-            Phase::Replaying(buffer) => buffer.push((seq, frame.to_owned(), is_done)),
+            Phase::Replaying(buffer) => {
+                let held: usize = buffer.iter().map(|(_, f, _)| f.len()).sum();
+                if held + frame.len() > REPLAY_BUFFER_MAX_BYTES {
+                    self.close(sink);
+                } else {
+                    buffer.push((seq, frame.to_owned(), is_done));
+                }
+            }
             Phase::Live => self.send(seq, frame, is_done, sink),
             Phase::Closed => {}
         }
@@ -96,7 +107,7 @@ impl Subscriber {
             return false;
         }
         if !sink.send(frame) {
-            self.phase = Phase::Closed;
+            self.close(sink);
             return false;
         }
         true
@@ -119,7 +130,9 @@ impl Subscriber {
         }
         self.last_sent = self.last_sent.max(seq);
         if !sink.send(frame) {
-            self.phase = Phase::Closed; // the client went away
+            // The client went away, or reads too slowly to keep up: end the stream (what it already
+            // has is a prefix of the ledger; it resumes by `Last-Event-ID`).
+            self.close(sink);
             return;
         }
         if is_done {
@@ -275,10 +288,23 @@ mod tests {
         s.on_caught_up(&mut w);
         w.gone = true;
         s.on_live(1, "id: 1\n\n", false, &mut w);
-        assert!(s.is_closed());
+        assert!(s.is_closed() && w.closed, "a failed send ends the stream");
         w.gone = false;
         s.on_live(2, "id: 2\n\n", false, &mut w);
         assert!(w.frames.is_empty());
+    }
+
+    #[test]
+    fn a_replay_that_falls_too_far_behind_the_live_tail_ends_the_stream() {
+        let (mut s, mut w) = (Subscriber::new(0), Wire::default());
+        let big = "x".repeat(REPLAY_BUFFER_MAX_BYTES / 2);
+        s.on_live(1, &big, false, &mut w);
+        s.on_live(2, &big, false, &mut w);
+        assert!(!s.is_closed());
+        s.on_live(3, "one more byte than it may hold", false, &mut w);
+        assert!(s.is_closed() && w.closed);
+        s.on_caught_up(&mut w);
+        assert!(w.frames.is_empty(), "nothing is sent after the close");
     }
 
     #[test]
