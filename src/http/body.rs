@@ -1,5 +1,7 @@
 //! Request bodies: JSON of at most 1 MiB, refused by its declared length before reading, and cut
-//! off while reading when it has none (a chunked body is never buffered whole).
+//! off while reading when it has none (a chunked body is never buffered whole: past the limit its
+//! chunks are read and dropped, up to [`DRAIN_MAX`], so the client reads a clean 413 rather than a
+//! connection torn mid-upload; a larger upload is answered without reading further).
 
 use crate::failure::Failure;
 use futures_util::StreamExt;
@@ -24,19 +26,32 @@ pub async fn json_body<T: serde::de::DeserializeOwned>(
     Ok(wire::parse_body(&bytes)?)
 }
 
-/// The body's bytes, refusing with 413 as soon as more than [`BODY_MAX`] have arrived.
+/// Bytes of an oversized body read (and dropped) before answering 413.
+const DRAIN_MAX: usize = 16 * 1024 * 1024;
+
+/// The body's bytes, refusing with 413 once more than [`BODY_MAX`] have arrived; nothing past the
+/// limit is kept.
 async fn read_capped(req: &mut Request) -> Result<Vec<u8>, Failure> {
     let unreadable = || ApiError::invalid_request("request body could not be read");
     let Ok(mut stream) = req.stream() else {
         return Ok(Vec::new()); // no body at all: the JSON parse says what is missing
     };
     let mut bytes = Vec::new();
+    let mut seen = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| unreadable())?;
-        if bytes.len() + chunk.len() > BODY_MAX {
-            return Err(ApiError::payload_too_large(BODY_MAX).into());
+        seen += chunk.len();
+        if seen > DRAIN_MAX {
+            break;
         }
-        bytes.extend_from_slice(&chunk);
+        if seen <= BODY_MAX {
+            bytes.extend_from_slice(&chunk);
+        } else if !bytes.is_empty() {
+            bytes = Vec::new(); // over the limit: keep nothing, read on only to drain
+        }
+    }
+    if seen > BODY_MAX {
+        return Err(ApiError::payload_too_large(BODY_MAX).into());
     }
     Ok(bytes)
 }
