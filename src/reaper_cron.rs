@@ -45,20 +45,12 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         ..Default::default()
     };
     let elapsed = || platform::now_ms() - started;
-    let tick = |pass: &str, page: u32, id: &mut String| {
-        *id = reaper::page_id(&tick_id, pass, page);
-    };
-    let mut id = String::new();
     let mut notify: Vec<SessionTask> = Vec::new();
 
     // 1. Leases granted and never acknowledged go back to the queue (fencing out the silent holder).
     for page in 1.. {
-        tick("requeue", page, &mut id);
-        let t = Tick {
-            id: &id,
-            now: platform::now_ms(),
-            limit: reaper::PAGE,
-        };
+        let id = reaper::page_id(&tick_id, "requeue", page);
+        let t = page_tick(&id);
         let back = store.requeue_unacked_leases(&t, cut.lease_ack).await?;
         s.requeued += back.len();
         s.pages += 1;
@@ -68,18 +60,14 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         }
     }
 
-    // 2. Silent running runs fail as stalled; every page also sweeps terminal and orphan claims.
+    // 2. Silent running runs fail as stalled; each page releases exactly their claims.
     let cutoffs = StaleCutoffs {
         held: cut.held,
         queued: cut.queued,
     };
     for page in 1.. {
-        tick("reap", page, &mut id);
-        let t = Tick {
-            id: &id,
-            now: platform::now_ms(),
-            limit: reaper::PAGE,
-        };
+        let id = reaper::page_id(&tick_id, "reap", page);
+        let t = page_tick(&id);
         let report = store.reap_stale(&t, &cutoffs).await?;
         let rows = report.reaped.len();
         absorb(&mut s, &mut notify, &report);
@@ -92,19 +80,15 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     }
 
     // 3. Parked runs whose checkpoint expired (one page a tick).
-    tick("parked", 1, &mut id);
-    let t = Tick {
-        id: &id,
-        now: platform::now_ms(),
-        limit: reaper::PAGE,
-    };
+    let id = reaper::page_id(&tick_id, "parked", 1);
+    let t = page_tick(&id);
     let report = store.fail_parked_with_expired_checkpoint(&t).await?;
     s.parked_expired += report.reaped.len();
     absorb(&mut s, &mut notify, &report);
     s.pages += 1;
 
     // 4. Leader runs no replica settled.
-    tick("leaders", 1, &mut id);
+    let id = reaper::page_id(&tick_id, "leaders", 1);
     let failed = store
         .reap_stale_leader_runs(
             &id,
@@ -119,7 +103,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
     let last = store.recent_ticks(1).await?;
     s.sweep_from = reaper::sweep_start(last.first().map(|t| t.report_json.as_str()));
-    tick("sweep", 1, &mut id);
+    let id = reaper::page_id(&tick_id, "sweep", 1);
     let window = SweepWindow {
         after: &s.sweep_from,
         limit: reaper::SWEEP_WINDOW,
@@ -157,6 +141,15 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         )
         .await?;
     Ok(s)
+}
+
+/// One page of a pass, stamped with its own id.
+fn page_tick(id: &str) -> Tick<'_> {
+    Tick {
+        id,
+        now: platform::now_ms(),
+        limit: reaper::PAGE,
+    }
 }
 
 /// Adds a page's released claims to the summary and to the sessions to tell.

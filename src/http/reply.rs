@@ -8,7 +8,8 @@ use worker::Response;
 
 /// The HTTP response for what a session object answered (faces judged as of now).
 pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
-    let (now, staleness) = (platform::now_ms(), config::staleness(&cx.env));
+    // The knobs are read only for the replies that judge a face (not on admission or append).
+    let judged = || (platform::now_ms(), config::staleness(&cx.env));
     let reply = match answer {
         Answer::Stream(resp) => return Ok(resp),
         Answer::Reply(reply) => reply,
@@ -17,11 +18,17 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
         SessionReply::Admitted(a) if a.replayed => return Ok(replayed(a.status, a.body)),
         SessionReply::Admitted(a) => (a.status, a.body),
         SessionReply::Conflict(c) => return Err(c.to_api_error().into()),
-        SessionReply::Cancelled(c) => answer::cancelled(&c, now, &staleness),
+        SessionReply::Cancelled(c) => {
+            let (now, staleness) = judged();
+            answer::cancelled(&c, now, &staleness)
+        }
         SessionReply::Appended { seqs } => answer::appended(&seqs),
         SessionReply::Finished(run) => answer::finished(&run),
         SessionReply::SteerQueued { task_id, seq } => answer::steer_queued(&task_id, seq),
-        SessionReply::Waited(run) => answer::waited(&run, now, &staleness),
+        SessionReply::Waited(run) => {
+            let (now, staleness) = judged();
+            answer::waited(&run, now, &staleness)
+        }
         SessionReply::Refused(e) => return Err(e.into()),
         SessionReply::Failed { cause } => return Err(Failure::Infra(cause)),
         SessionReply::Stats {

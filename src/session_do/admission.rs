@@ -89,7 +89,7 @@ impl SessionDo {
         let store = cx.store()?;
         let row = store.get_run(&claim.task_id).await?;
         let now = platform::now_ms();
-        let staleness = config::staleness(&self.env);
+        let staleness = self.staleness;
         let retry = attempts > 1;
         match (liveness::judge(row.as_ref(), now, &staleness), row) {
             (Verdict::Live { deadline }, Some(row)) => {
@@ -169,7 +169,7 @@ impl SessionDo {
         };
         match outcome {
             CreateRun::Created => {
-                let staleness = config::staleness(&self.env);
+                let staleness = self.staleness;
                 let recheck = now + staleness.held_ms.min(staleness.queued_ms);
                 state.owner = Some(SessionOwner {
                     id: input.owner.clone(),

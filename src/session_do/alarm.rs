@@ -6,7 +6,7 @@
 //! cron ticks; the cron is the backstop for objects that were never told.
 
 use super::{admission::recheck_at, SessionDo};
-use crate::{config, cx::Cx, failure::Failure, platform};
+use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     liveness::{self, Verdict, STALLED_CODE, STALLED_ERROR},
     store::{GuardedFail, LedgerStore, RunReadStore, RunSnapshot},
@@ -33,7 +33,7 @@ impl SessionDo {
         let store = cx.store()?;
         let row = store.get_run(&claim.task_id).await?;
         let now = platform::now_ms();
-        let staleness = config::staleness(&self.env);
+        let staleness = self.staleness;
         match (liveness::judge(row.as_ref(), now, &staleness), row) {
             (Verdict::Live { deadline }, _) => {
                 let mut state = self.load().await?;

@@ -315,6 +315,17 @@ fn replayed(sub: &Sub, e: &EventRow) -> bool {
     s.state.on_replayed(e, &mut s.channel) || s.state.is_closed()
 }
 
+/// Replays `events` in order, each once the reader has room; true when the stream ended.
+async fn replay_events(sub: &Sub, events: &[EventRow]) -> bool {
+    for e in events {
+        room(sub).await;
+        if replayed(sub, e) {
+            return true;
+        }
+    }
+    false
+}
+
 async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
     // A replay is not part of any request's cost (it outlives the request that opened it).
     let store = d1::store(env, &Default::default()).map_err(|e| e.to_string())?;
@@ -325,13 +336,10 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .events_after(task_id, cursor, REPLAY_PAGE)
             .await
             .map_err(|e| e.to_string())?;
-        for e in &page {
-            room(sub).await;
-            if replayed(sub, e) {
-                return Ok(());
-            }
-            cursor = e.seq;
+        if replay_events(sub, &page).await {
+            return Ok(());
         }
+        cursor = page.last().map_or(cursor, |e| e.seq);
         if page.len() as i64 == REPLAY_PAGE {
             continue;
         }
@@ -348,11 +356,8 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .events_after(task_id, cursor, (run.last_seq - cursor).max(1))
             .await
             .map_err(|e| e.to_string())?;
-        for e in &tail {
-            room(sub).await;
-            if replayed(sub, e) {
-                return Ok(());
-            }
+        if replay_events(sub, &tail).await {
+            return Ok(());
         }
         // No `done` sent yet: re-read the last event only when the anchor was already past it.
         let last = if tail.is_empty() && run.last_seq > 0 {

@@ -2,7 +2,7 @@
 //! Each runs under the object's lock; frames are published right after the D1 commit (seq order).
 
 use super::SessionDo;
-use crate::{config, cx::Cx, failure::Failure, platform};
+use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     answer,
     runner_wire::LeaseHolder,
@@ -63,7 +63,7 @@ impl SessionDo {
             })
             .collect();
         self.hub.publish_events(task_id, &rows);
-        self.heard_from(task_id, now, config::staleness(&self.env).held_ms);
+        self.heard_from(task_id, now, self.staleness.held_ms);
         Ok(SessionReply::Appended { seqs })
     }
 

@@ -29,6 +29,7 @@ use fanout::Hub;
 use futures_util::lock::Mutex;
 use sema_core::{
     admission::SessionState,
+    liveness::Staleness,
     session_protocol::{Lock, SessionCall, SessionReply, REPLY_HEADER},
 };
 use std::{cell::RefCell, rc::Rc};
@@ -41,6 +42,8 @@ pub struct SessionDo {
     lock: Mutex<()>,
     memory: RefCell<Option<SessionState>>,
     hub: Rc<Hub>,
+    /// The liveness knobs, read once: a deployment's vars do not change under a live object.
+    staleness: Staleness,
 }
 
 /// What a call produced: a reply, or a stream the object opened.
@@ -51,12 +54,14 @@ pub(crate) enum Outcome {
 
 impl DurableObject for SessionDo {
     fn new(state: State, env: Env) -> Self {
+        let staleness = crate::config::staleness(&env);
         Self {
             state,
             env,
             lock: Mutex::new(()),
             memory: RefCell::new(None),
             hub: Rc::new(Hub::default()),
+            staleness,
         }
     }
 
