@@ -26,6 +26,7 @@ pub async fn handle(mut req: Request, env: Env) -> Response {
 }
 
 async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
+    sema_core::headers::check_sizes(|name| req.headers().get(name).ok().flatten())?;
     let method = req.inner().method();
     let route = match_route(&method, &req.path())?;
     if route.access() == Access::Public {

@@ -53,8 +53,9 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     }
 }
 
-/// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}]}`; each steer message is
-/// delivered once, in order.
+/// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
+/// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`
+/// says how many wait for the next one).
 pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, HeartbeatBody) = json_body(req).await?;
     let holder = body.validate()?;
@@ -66,6 +67,7 @@ pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<R
             lease_epoch: holder.lease_epoch,
             runner_id: &holder.runner_id,
             delivery_id: &delivery_id,
+            steer_page: sema_core::runner_wire::STEER_PAGE,
             now: platform::now_ms(),
         })
         .await?
@@ -75,7 +77,11 @@ pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<R
         .iter()
         .map(|(seq, message)| serde_json::json!({"seq": seq, "message": message}))
         .collect();
-    let body = serde_json::json!({"cancelRequested": beat.cancel_requested, "steer": steer});
+    let body = serde_json::json!({
+        "cancelRequested": beat.cancel_requested,
+        "steer": steer,
+        "steerPending": beat.steer_pending,
+    });
     Ok(json(200, body.to_string()))
 }
 

@@ -16,7 +16,7 @@ use sema_core::{
     run::RunRow,
     runner_wire::TaskMode,
     session_protocol::SessionCall,
-    sql::run_sql::ListScope,
+    sql::{event_sql::EVENT_PAGE_MAX_BYTES, run_sql::ListScope},
     status,
     store::{AdmissionStore, RunReadStore},
     wire::SubmitRunBody,
@@ -186,7 +186,9 @@ pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<
 }
 
 /// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
-/// (or `?after=`) then the live tail until `done`; otherwise a JSON page of events after `?after=`.
+/// (or `?after=`) then the live tail until `done`; otherwise a JSON page of events after `?after=`:
+/// at most `limit` events and about 1 MiB of event data (a page ends after the event that reaches
+/// it); `nextAfter` is the anchor of the next page and `done` says the ledger is read to its end.
 pub async fn events(
     req: &Request,
     cx: &Cx,
@@ -241,7 +243,7 @@ pub async fn events(
     let after = after.unwrap_or(0);
     let page = cx
         .store()?
-        .events_after(task_id.as_str(), after, limit)
+        .events_after(task_id.as_str(), after, limit, EVENT_PAGE_MAX_BYTES)
         .await?;
     let next_after = page.last().map_or(after, |e| e.seq);
     let events: Vec<_> = page

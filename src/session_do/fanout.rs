@@ -15,6 +15,7 @@
 use crate::d1;
 use futures_channel::oneshot;
 use sema_core::{
+    sql::event_sql::EVENT_PAGE_MAX_BYTES,
     sse,
     sse_subscriber::{closing_done, Sink, Subscriber},
     store::{EventRow, RunReadStore},
@@ -30,7 +31,7 @@ use std::{
 };
 use worker::{Env, Headers, Response};
 
-/// How many ledger events one replay read fetches.
+/// How many ledger events one replay read fetches (and at most `EVENT_PAGE_MAX_BYTES` of data).
 const REPLAY_PAGE: i64 = 500;
 /// Open SSE streams one run, and one session object, may have.
 pub const STREAMS_PER_RUN: usize = 256;
@@ -330,17 +331,21 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
     // A replay is not part of any request's cost (it outlives the request that opened it).
     let store = d1::store(env, &Default::default()).map_err(|e| e.to_string())?;
     let mut cursor = sub.borrow().state.last_sent();
-    // Catch up in pages; once the run is terminal, one more read completes the ledger for good.
+    // Catch up in pages bounded in count and bytes. A full page (either bound) reads on at once;
+    // a short one is checked against the run's counter, so a page cut by bytes or overtaken by
+    // appends never ends the catch-up early. Once the run is terminal and its ledger read to the
+    // end, the stream closes with `done`.
     loop {
         let page = store
-            .events_after(task_id, cursor, REPLAY_PAGE)
+            .events_after(task_id, cursor, REPLAY_PAGE, EVENT_PAGE_MAX_BYTES)
             .await
             .map_err(|e| e.to_string())?;
         if replay_events(sub, &page).await {
             return Ok(());
         }
         cursor = page.last().map_or(cursor, |e| e.seq);
-        if page.len() as i64 == REPLAY_PAGE {
+        let bytes: usize = page.iter().map(|e| e.data.len()).sum();
+        if page.len() as i64 == REPLAY_PAGE || bytes as i64 >= EVENT_PAGE_MAX_BYTES {
             continue;
         }
         let run = store
@@ -348,25 +353,22 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?
             .ok_or("run vanished")?;
+        if !page.is_empty() && cursor < run.last_seq {
+            continue;
+        }
         if !sema_core::status::is_terminal(&run.status) {
             break;
         }
-        // A terminal run's ledger is final and a `done` event, if any, is its last event.
-        let tail = store
-            .events_after(task_id, cursor, (run.last_seq - cursor).max(1))
-            .await
-            .map_err(|e| e.to_string())?;
-        if replay_events(sub, &tail).await {
-            return Ok(());
-        }
-        // No `done` sent yet: re-read the last event only when the anchor was already past it.
-        let last = if tail.is_empty() && run.last_seq > 0 {
+        // A terminal run's ledger is final and a `done` event, if any, is its last event. The
+        // last event just replayed was not `done` (the stream would have ended); otherwise re-read
+        // the last event only when the anchor was already past it.
+        let last = if page.last().is_some_and(|e| e.seq >= run.last_seq) || run.last_seq == 0 {
+            Vec::new()
+        } else {
             store
-                .events_after(task_id, run.last_seq - 1, 1)
+                .events_after(task_id, run.last_seq - 1, 1, EVENT_PAGE_MAX_BYTES)
                 .await
                 .map_err(|e| e.to_string())?
-        } else {
-            Vec::new()
         };
         let (seq, frame) = closing_done(&run, last.first());
         let s = &mut *sub.borrow_mut();

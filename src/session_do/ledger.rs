@@ -5,12 +5,13 @@ use super::SessionDo;
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     answer,
-    runner_wire::LeaseHolder,
+    runner_wire::{LeaseHolder, STEER_QUEUE_MAX, STEER_QUEUE_MAX_BYTES},
     session_protocol::{CancelReply, SessionReply, WireEvent, WireFinish},
     sql::{event_sql::NewEvent, DbError},
     sse,
     store::{
-        AdmissionStore, Append, Appended, EventRow, Finish, LedgerStore, RunReadStore, StoreError,
+        AdmissionStore, Append, Appended, EventRow, Finish, LedgerStore, NewSteer, RunReadStore,
+        Steered, StoreError,
     },
     ApiError,
 };
@@ -105,12 +106,23 @@ impl SessionDo {
         task_id: String,
         message: &str,
     ) -> Result<SessionReply, Failure> {
-        let seq = cx
+        let steered = cx
             .store()?
-            .add_steer(&task_id, message, platform::now_ms())
-            .await?
-            .ok_or_else(ApiError::run_not_running)?;
-        Ok(SessionReply::SteerQueued { task_id, seq })
+            .add_steer(&NewSteer {
+                task_id: &task_id,
+                message,
+                now: platform::now_ms(),
+                max_messages: STEER_QUEUE_MAX,
+                max_bytes: STEER_QUEUE_MAX_BYTES,
+            })
+            .await?;
+        match steered {
+            Steered::Queued(seq) => Ok(SessionReply::SteerQueued { task_id, seq }),
+            Steered::NotRunning => Err(ApiError::run_not_running().into()),
+            Steered::QueueFull => {
+                Err(ApiError::steer_queue_full(STEER_QUEUE_MAX, STEER_QUEUE_MAX_BYTES).into())
+            }
+        }
     }
 
     /// `task_id` ended (or lost its claim) outside this object: let its claim go here and in D1 if

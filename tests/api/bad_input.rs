@@ -203,3 +203,25 @@ fn integers_beyond_2_pow_53_are_a_400_never_a_500() {
         .assert_refusal(400, "invalid_request");
     c.cancel(&task);
 }
+
+#[test]
+fn a_header_longer_than_the_api_reads_is_431_naming_it_and_admits_nothing() {
+    let session = unique("hdr-size");
+    let body = json!({"sessionId": session, "objective": "o"});
+    let c = Client::anonymous();
+    for (name, len) in [
+        ("Authorization", 8 * 1024),
+        ("X-Sema-Principal", 1024),
+        ("Idempotency-Key", 2 * 1024),
+        ("Last-Event-ID", 100),
+    ] {
+        let value = "7".repeat(len);
+        let e = c
+            .post_json_with("/v1/runs", &body, &[(name, value.as_str())])
+            .assert_refusal(431, "header_too_large");
+        assert_eq!(e["header"], name.to_ascii_lowercase());
+        assert!(e["limit"].as_u64().unwrap() < len as u64);
+    }
+    // Nothing was admitted: the session is still free.
+    assert_eq!(c.post_json("/v1/runs", &body).status, 202);
+}

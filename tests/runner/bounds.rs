@@ -87,3 +87,193 @@ fn a_subscriber_that_never_reads_is_ended_and_a_resuming_reader_receives_everyth
         .json();
     assert_eq!(stats["streams"], 0, "{stats}");
 }
+
+/// Steer messages a heartbeat delivered, `(seq, message)`, and how many it said still wait.
+fn beat_once(task: &str, runner: &str, epoch: i64) -> (Vec<(i64, String)>, i64) {
+    let beat = runner_client().post_json(
+        &format!("/v1/runs/{task}/heartbeat"),
+        &json!({"runnerId": runner, "leaseEpoch": epoch}),
+    );
+    assert_eq!(beat.status, 200, "{}", beat.body);
+    let b = beat.json();
+    let got: Vec<(i64, String)> = b["steer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["seq"].as_i64().unwrap(),
+                m["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(got.len() <= 16, "a heartbeat delivers at most a page of 16");
+    (got, b["steerPending"].as_i64().unwrap())
+}
+
+/// Heartbeats until nothing waits; every message delivered, in delivery order.
+fn drain(task: &str, runner: &str, epoch: i64) -> Vec<(i64, String)> {
+    let mut all = vec![];
+    loop {
+        let (got, pending) = beat_once(task, runner, epoch);
+        all.extend(got);
+        if pending == 0 {
+            return all;
+        }
+    }
+}
+
+/// One steer: `Some(seq)` when queued, `None` when refused because the queue is full.
+fn steer_one(task: &str, message: &str) -> Option<i64> {
+    let r = client().post_json(
+        &format!("/v1/runs/{task}/steer"),
+        &json!({"message": message}),
+    );
+    match r.status {
+        202 => Some(r.json()["seq"].as_i64().unwrap()),
+        _ => {
+            let e = r.assert_refusal(429, "steer.queue_full");
+            assert_eq!(
+                (e["maxMessages"].as_i64(), e["maxBytes"].as_i64()),
+                (Some(64), Some(1 << 20))
+            );
+            None
+        }
+    }
+}
+
+/// A 64 KiB steer message that names its sender and number.
+fn big_message(who: usize, i: usize) -> String {
+    let head = format!("{who}-{i}-");
+    format!("{head}{}", "s".repeat(64 * 1024 - head.len()))
+}
+
+#[test]
+fn a_full_steer_queue_refuses_past_its_bounds_and_every_queued_message_is_delivered_once() {
+    let (task, _) = submit("manual");
+    let runner = "steered";
+    let l = lease(runner).expect("a lease");
+    assert_eq!(l["taskId"], task.as_str());
+    let epoch = l["leaseEpoch"].as_i64().unwrap();
+    // The count bound: 100 short messages into a queue nobody takes from: 64 queued.
+    let queued: Vec<(i64, String)> = (0..100)
+        .filter_map(|i| {
+            let m = format!("short-{i}");
+            steer_one(&task, &m).map(|seq| (seq, m))
+        })
+        .collect();
+    assert_eq!(queued.len(), 64);
+    assert_eq!(drain(&task, runner, epoch), queued, "each once, in order");
+    // The byte bound: 40 messages of 64 KiB: 16 fit in 1 MiB.
+    let queued: Vec<(i64, String)> = (0..40)
+        .filter_map(|i| {
+            let m = big_message(0, i);
+            steer_one(&task, &m).map(|seq| (seq, m))
+        })
+        .collect();
+    assert_eq!(queued.len(), 16);
+    assert_eq!(drain(&task, runner, epoch), queued, "each once, in order");
+    // The flood: 2,000 × 64 KiB from 8 clients while the runner takes pages as it heartbeats.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drainer = {
+        let (task, stop) = (task.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut all = vec![];
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                all.extend(beat_once(&task, runner, epoch).0);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            all.extend(drain(&task, runner, epoch));
+            all
+        })
+    };
+    let senders: Vec<_> = (1..=8)
+        .map(|who| {
+            let task = task.clone();
+            std::thread::spawn(move || {
+                (0..250)
+                    .filter_map(|i| {
+                        let m = big_message(who, i);
+                        steer_one(&task, &m).map(|seq| (seq, m))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut queued: Vec<(i64, String)> = senders
+        .into_iter()
+        .flat_map(|s| s.join().unwrap())
+        .collect();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let delivered = drainer.join().unwrap();
+    queued.sort();
+    assert!(
+        queued.len() < 2_000,
+        "the bound refused some of the flood ({} queued)",
+        queued.len()
+    );
+    assert!(!queued.is_empty());
+    let seqs: Vec<i64> = delivered.iter().map(|(seq, _)| *seq).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "delivered in seq order, once"
+    );
+    assert_eq!(
+        delivered, queued,
+        "every queued message delivered, none lost"
+    );
+    let done = runner_client().post_json(
+        &format!("/v1/runs/{task}/finish"),
+        &json!({"runnerId": runner, "leaseEpoch": epoch, "status": "completed"}),
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+}
+
+#[test]
+fn a_page_of_events_is_bounded_in_bytes_and_the_next_page_and_the_stream_carry_the_rest() {
+    let (task, _) = submit("manual");
+    let runner = "paged";
+    let l = lease(runner).expect("a lease");
+    assert_eq!(l["taskId"], task.as_str());
+    let epoch = l["leaseEpoch"].as_i64().unwrap();
+    // Three events of ~600 KB: the first two reach 1 MiB, so a page holds two.
+    let blob = "p".repeat(600_000);
+    for _ in 0..3 {
+        let r = runner_client().post_json(
+            &format!("/v1/runs/{task}/events"),
+            &json!({"runnerId": runner, "leaseEpoch": epoch, "events": [{"type": "chunk", "data": {"b": blob}}]}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let page = |after: i64| {
+        client()
+            .get(&format!("/v1/runs/{task}/events?after={after}&limit=1000"))
+            .json()
+    };
+    let first = page(0);
+    let seqs = |p: &serde_json::Value| -> Vec<i64> {
+        p["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs(&first), [1, 2], "{}", first["nextAfter"]);
+    assert_eq!(
+        (first["nextAfter"].as_i64(), first["done"].as_bool()),
+        (Some(2), Some(false))
+    );
+    let second = page(2);
+    assert_eq!(seqs(&second), [3]);
+    let done = runner_client().post_json(
+        &format!("/v1/runs/{task}/finish"),
+        &json!({"runnerId": runner, "leaseEpoch": epoch, "status": "completed"}),
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+    // The stream replays across byte-cut pages: every event, then done.
+    let (frames, _) = read_sse(&format!("/v1/runs/{task}/events"), None, usize::MAX);
+    let ids: Vec<i64> = frames.iter().filter_map(|f| f.id).collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
+    assert_eq!(frames.last().unwrap().kind(), "done");
+}

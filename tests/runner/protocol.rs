@@ -97,7 +97,10 @@ fn a_write_with_a_stale_epoch_changes_nothing() {
         &path("heartbeat"),
         &json!({"runnerId": "manual-runner", "leaseEpoch": epoch}),
     );
-    assert_eq!(beat.json(), json!({"cancelRequested": false, "steer": []}));
+    assert_eq!(
+        beat.json(),
+        json!({"cancelRequested": false, "steer": [], "steerPending": 0})
+    );
     let done = rc.post_json(
         &path("finish"),
         &json!({"runnerId": "manual-runner", "leaseEpoch": epoch, "status": "blocked", "error": "needs a human"}),

@@ -28,11 +28,13 @@ pub enum ErrorCode {
     Internal,
     AuthNotConfigured,
     TooManyStreams,
+    SteerQueueFull,
+    HeaderTooLarge,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 19] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -50,6 +52,8 @@ impl ErrorCode {
         Self::Internal,
         Self::AuthNotConfigured,
         Self::TooManyStreams,
+        Self::SteerQueueFull,
+        Self::HeaderTooLarge,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -72,6 +76,8 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::AuthNotConfigured => "auth.not_configured",
             Self::TooManyStreams => "too_many_streams",
+            Self::SteerQueueFull => "steer.queue_full",
+            Self::HeaderTooLarge => "header_too_large",
         }
     }
 
@@ -93,7 +99,8 @@ impl ErrorCode {
             Self::KeyReused => 422,
             Self::Internal => 500,
             Self::AuthNotConfigured => 503,
-            Self::TooManyStreams => 429,
+            Self::TooManyStreams | Self::SteerQueueFull => 429,
+            Self::HeaderTooLarge => 431,
         }
     }
 
@@ -263,6 +270,29 @@ impl ApiError {
             format!("{of} already has {limit} open event streams; close one or retry later"),
         )
         .with("limit", &limit)
+    }
+
+    /// A steer refused because the run's queue of undelivered messages is full (`max_messages`
+    /// messages or `max_bytes` bytes); nothing was queued, and nothing already queued was dropped.
+    pub fn steer_queue_full(max_messages: i64, max_bytes: i64) -> Self {
+        Self::new(
+            ErrorCode::SteerQueueFull,
+            format!(
+                "the run's steer queue is full (at most {max_messages} undelivered messages and {max_bytes} bytes); nothing was queued, retry after the runner's next heartbeat takes messages"
+            ),
+        )
+        .with("maxMessages", &max_messages)
+        .with("maxBytes", &max_bytes)
+    }
+
+    /// A request header longer than the API reads.
+    pub fn header_too_large(name: &str, max: usize) -> Self {
+        Self::new(
+            ErrorCode::HeaderTooLarge,
+            format!("header {name} exceeds {max} bytes"),
+        )
+        .with("header", &name)
+        .with("limit", &max)
     }
 
     /// An infrastructure failure: opaque to the caller.

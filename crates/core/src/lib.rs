@@ -10,6 +10,7 @@ pub mod auth;
 pub mod conflict;
 pub mod error;
 pub mod gate;
+pub mod headers;
 pub mod hex;
 pub mod idempotency;
 pub mod ids;

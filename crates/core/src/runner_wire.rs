@@ -15,6 +15,14 @@ pub const LEASE_WAIT_MAX_MS: u64 = 25_000;
 pub const EVENTS_PER_CALL_MAX: usize = 500;
 /// Longest steer message, in bytes.
 pub const STEER_MAX: usize = OBJECTIVE_MAX;
+/// Most undelivered steer messages one run may hold; a steer beyond it is refused (429) and
+/// nothing queued is dropped.
+pub const STEER_QUEUE_MAX: i64 = 64;
+/// Most undelivered steer bytes one run may hold (sum of message lengths), with the same refusal.
+pub const STEER_QUEUE_MAX_BYTES: i64 = 1024 * 1024;
+/// Most steer messages one heartbeat takes (so a heartbeat answer carries at most
+/// `STEER_PAGE * STEER_MAX` = 1 MiB of messages); the rest wait for the next heartbeat.
+pub const STEER_PAGE: i64 = 16;
 /// Default and largest wait of a synchronous `/v1/tasks` call.
 pub const TASK_WAIT_DEFAULT_MS: u64 = 60_000;
 pub const TASK_WAIT_MAX_MS: u64 = 300_000;

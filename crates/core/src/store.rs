@@ -44,7 +44,7 @@ pub use crate::sql::{
     claim_sql::{NewCheckpoint, StaleCutoffs, SweepWindow, Tick, TickRecord},
     event_sql::{Append, NewEvent},
     run_sql::{GuardedFail, ListScope, NewRun, Takeover, Terminal},
-    runner_sql::{Finish, Heartbeat},
+    runner_sql::{Finish, Heartbeat, NewSteer},
 };
 pub use crate::status::{ParkStatus, TerminalStatus};
 
@@ -179,6 +179,19 @@ pub struct Beat {
     pub cancel_requested: bool,
     /// Steer messages delivered by this heartbeat, `(seq, message)` in order; each is delivered once.
     pub steer: Vec<(i64, String)>,
+    /// Undelivered steer messages left for later heartbeats.
+    pub steer_pending: i64,
+}
+
+/// What became of a steer message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steered {
+    /// Queued with this seq.
+    Queued(i64),
+    /// The run is not running (or does not exist); nothing was queued.
+    NotRunning,
+    /// The run's undelivered queue is at its bound; nothing was queued or dropped.
+    QueueFull,
 }
 
 /// A session row.
@@ -317,7 +330,15 @@ pub trait RunReadStore {
         cursor: Option<(i64, &str)>,
         limit: i64,
     ) -> Result<Vec<SessionRow>>;
-    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>>;
+    /// Events with `seq > after` in order: at most `limit`, cut after the event whose running sum of
+    /// data bytes reaches `max_bytes` (see [`event_sql::events_after`]).
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: i64,
+        limit: i64,
+        max_bytes: i64,
+    ) -> Result<Vec<EventRow>>;
 }
 
 /// Writes to a run's ledger and terminal state, as the session's object makes them: fenced event
@@ -336,7 +357,8 @@ pub trait LedgerStore {
     /// when this call failed it; false (nothing written) when anything changed since the snapshot.
     async fn fail_if_unchanged(&self, g: &GuardedFail<'_>) -> Result<bool>;
     /// Queues a steer message; its seq, or `None` when the run is not running.
-    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>>;
+    /// Queues a steer message within the run's queue bounds (see [`runner_sql::add_steer`]).
+    async fn add_steer(&self, s: &NewSteer<'_>) -> Result<Steered>;
     /// The user's cancel (see [`run_sql::cancel`]).
     async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled>;
     /// Write-once terminal write; releases only this task's claim. True when this call wrote it.
@@ -674,10 +696,22 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
         out.rows.iter().map(session_row).collect()
     }
 
-    async fn events_after(&self, task_id: &str, after: i64, limit: i64) -> Result<Vec<EventRow>> {
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: i64,
+        limit: i64,
+        max_bytes: i64,
+    ) -> Result<Vec<EventRow>> {
         let out = self
             .exec
-            .run(&event_sql::events_after(self.d(), task_id, after, limit))
+            .run(&event_sql::events_after(
+                self.d(),
+                task_id,
+                after,
+                limit,
+                max_bytes,
+            ))
             .await?;
         out.rows
             .iter()
@@ -721,14 +755,24 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             .transpose()
     }
 
-    async fn add_steer(&self, task_id: &str, message: &str, now: i64) -> Result<Option<i64>> {
-        let out = self
-            .exec
-            .batch(&runner_sql::add_steer(self.d(), task_id, message, now))
-            .await?;
-        won(&out, runner_sql::STEER_INSERT, None, "steer message")?
-            .map(|row| get_i64(row, "seq").map_err(corrupt))
-            .transpose()
+    async fn add_steer(&self, m: &NewSteer<'_>) -> Result<Steered> {
+        let out = self.exec.batch(&runner_sql::add_steer(self.d(), m)).await?;
+        let read = out
+            .get(runner_sql::STEER_READ)
+            .and_then(|o| o.rows.first())
+            .ok_or_else(|| corrupt("steer read vanished".to_owned()))?;
+        if out
+            .get(runner_sql::STEER_INSERT)
+            .is_some_and(|o| o.changes == 1)
+        {
+            return Ok(Steered::Queued(get_i64(read, "seq").map_err(corrupt)?));
+        }
+        Ok(
+            match get_opt_str(read, "status").map_err(corrupt)?.as_deref() {
+                Some("running") => Steered::QueueFull,
+                _ => Steered::NotRunning,
+            },
+        )
     }
 
     async fn cancel(&self, task_id: &str, now: i64) -> Result<Cancelled> {
@@ -812,6 +856,7 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             return Ok(None);
         };
         let cancel_requested = get_i64(fenced, "cancel_requested").map_err(corrupt)? != 0;
+        let steer_pending = get_i64(fenced, "steer_pending").map_err(corrupt)?;
         let mut steer = vec![];
         for r in out
             .get(runner_sql::HEARTBEAT_STEER)
@@ -826,6 +871,7 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
         Ok(Some(Beat {
             cancel_requested,
             steer,
+            steer_pending,
         }))
     }
 }

@@ -102,19 +102,37 @@ struct Run<'a> {
     next_event: u64,
 }
 
+/// What one heartbeat left to do.
+enum Beat {
+    /// More steer messages wait than this heartbeat carried.
+    More,
+    /// The run goes on (`None`) or ends with this outcome.
+    Done(Option<Outcome>),
+}
+
 impl Run<'_> {
     fn path(&self, verb: &str) -> String {
         format!("/v1/runs/{}/{verb}", self.task_id)
     }
 
-    /// Heartbeats; applies steer messages (as `steering_injected` events). `Some(outcome)` ends the run.
+    /// Heartbeats; applies steer messages (as `steering_injected` events), beating again at once
+    /// while more wait than one heartbeat carries. `Some(outcome)` ends the run.
     fn beat(&mut self) -> Result<Option<Outcome>, String> {
+        loop {
+            match self.beat_once()? {
+                Beat::More => continue,
+                Beat::Done(outcome) => return Ok(outcome),
+            }
+        }
+    }
+
+    fn beat_once(&mut self) -> Result<Beat, String> {
         let reply = self.client.post(
             &self.path("heartbeat"),
             json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch}),
         )?;
         let Reply::Ok(v) = reply else {
-            return Ok(Some(Outcome::LeaseLost));
+            return Ok(Beat::Done(Some(Outcome::LeaseLost)));
         };
         let steer = v["steer"].as_array().cloned().unwrap_or_default();
         if !steer.is_empty() {
@@ -123,13 +141,16 @@ impl Run<'_> {
                 .map(|m| json!({"type": "steering_injected", "data": {"message": m["message"], "steerSeq": m["seq"]}}))
                 .collect();
             if let Some(o) = self.append(events)? {
-                return Ok(Some(o));
+                return Ok(Beat::Done(Some(o)));
             }
         }
         if v["cancelRequested"] == true {
-            return Ok(Some(Outcome::Cancelled));
+            return Ok(Beat::Done(Some(Outcome::Cancelled)));
         }
-        Ok(None)
+        if v["steerPending"].as_i64().unwrap_or(0) > 0 {
+            return Ok(Beat::More);
+        }
+        Ok(Beat::Done(None))
     }
 
     fn append(&mut self, mut events: Vec<Value>) -> Result<Option<Outcome>, String> {

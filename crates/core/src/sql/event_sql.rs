@@ -91,16 +91,42 @@ pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
     batch
 }
 
-/// Events of a run with `seq > after`, in order, at most `limit`.
-pub fn events_after(d: Dialect, task_id: &str, after: i64, limit: i64) -> Stmt {
+/// Most event data one page of events carries, in bytes (the sum of the `data` texts): a page
+/// stops after the event that reaches it, so it holds at least one event and at most this plus one
+/// event (≤ 1 MiB, the body limit of an append).
+pub const EVENT_PAGE_MAX_BYTES: i64 = 1024 * 1024;
+
+/// Events of a run with `seq > after`, in order: at most `limit` of them, and no event after the
+/// one where the running sum of `data` bytes reaches `max_bytes` (the first event always comes).
+/// The count bound is applied first (an index range read of at most `limit` rows), the byte bound
+/// over that page by a running sum, so the database never reads past `limit` rows and the caller
+/// never receives much more than `max_bytes`.
+pub fn events_after(d: Dialect, task_id: &str, after: i64, limit: i64, max_bytes: i64) -> Stmt {
     Stmt::pick(
         d,
-        "SELECT seq, type, data, event_id, created_at FROM run_event \
-         WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        "SELECT seq, type, data::text AS data, event_id, created_at FROM run_event \
-         WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-        "SELECT seq, type, CAST(data AS CHAR) AS data, event_id, created_at FROM run_event \
-         WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        vec![task_id.into(), after.into(), limit.into()],
+        "SELECT seq, type, data, event_id, created_at FROM (\
+         SELECT seq, type, data, event_id, created_at, size, \
+         SUM(size) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto FROM (\
+         SELECT seq, type, data, event_id, created_at, LENGTH(CAST(data AS BLOB)) AS size FROM run_event \
+         WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3) AS page) AS sized \
+         WHERE upto - size < ?4 ORDER BY seq",
+        "SELECT seq, type, data, event_id, created_at FROM (\
+         SELECT seq, type, data, event_id, created_at, octet_length(data) AS size, \
+         SUM(octet_length(data)) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto \
+         FROM (SELECT seq, type, data::text AS data, event_id, created_at FROM run_event \
+         WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) AS page) AS sized \
+         WHERE upto - size < $4 ORDER BY seq",
+        "SELECT seq, type, data, event_id, created_at FROM (\
+         SELECT seq, type, data, event_id, created_at, LENGTH(data) AS size, \
+         SUM(LENGTH(data)) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto \
+         FROM (SELECT seq, type, CAST(data AS CHAR) AS data, event_id, created_at FROM run_event \
+         WHERE task_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3) AS page) AS sized \
+         WHERE upto - size < ?4 ORDER BY seq",
+        vec![
+            task_id.into(),
+            after.into(),
+            limit.into(),
+            max_bytes.into(),
+        ],
     )
 }

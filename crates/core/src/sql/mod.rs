@@ -592,7 +592,13 @@ mod placeholder_tests {
                 now: 1,
             },
         ));
-        v.push(event_sql::events_after(d, "t", 0, 10));
+        v.push(event_sql::events_after(
+            d,
+            "t",
+            0,
+            10,
+            event_sql::EVENT_PAGE_MAX_BYTES,
+        ));
         v.push(event_sql::select_last_seq(d, "t"));
         v.push(claim_sql::insert_checkpoint(
             d,
@@ -628,6 +634,7 @@ mod placeholder_tests {
                 lease_epoch: 1,
                 runner_id: "r",
                 delivery_id: "dv",
+                steer_page: 16,
                 now: 1,
             },
         ));
@@ -645,7 +652,16 @@ mod placeholder_tests {
                 now: 1,
             },
         ));
-        v.extend(runner_sql::add_steer(d, "t", "m", 1));
+        v.extend(runner_sql::add_steer(
+            d,
+            &runner_sql::NewSteer {
+                task_id: "t",
+                message: "m",
+                now: 1,
+                max_messages: 64,
+                max_bytes: 1 << 20,
+            },
+        ));
         for scope in [
             run_sql::ListScope::Owner(Some("o")),
             run_sql::ListScope::Owner(None),

@@ -61,6 +61,8 @@ pub struct Heartbeat<'a> {
     pub runner_id: &'a str,
     /// Fresh per heartbeat: names the steer messages this heartbeat takes.
     pub delivery_id: &'a str,
+    /// Most steer messages this heartbeat takes (the oldest undelivered ones).
+    pub steer_page: i64,
     pub now: i64,
 }
 
@@ -71,9 +73,11 @@ pub const HEARTBEAT_READ: usize = 2;
 /// Index of the delivered steer messages in [`heartbeat`]'s batch.
 pub const HEARTBEAT_STEER: usize = 3;
 
-/// A heartbeat: refresh liveness and acknowledge the lease under the fence, mark the undelivered
-/// steer messages as taken by this heartbeat (`delivery_id`), and read back the fenced cancel flag
-/// and exactly those messages.
+/// A heartbeat: refresh liveness and acknowledge the lease under the fence, mark the oldest
+/// undelivered steer messages (at most `steer_page`) as taken by this heartbeat (`delivery_id`), and
+/// read back the fenced cancel flag, how many messages still wait, and exactly the messages taken:
+/// a message is marked delivered only in the batch that returns it. Undelivered messages are always
+/// a suffix of the run's seqs (taken oldest first), so the page is `seq < first undelivered + page`.
 pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
@@ -87,10 +91,23 @@ pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
                 h.runner_id.into(),
             ],
         ),
-        Stmt::portable(
+        Stmt::pick(
             d,
             "UPDATE steer_message SET delivered_at = ?3, delivery_id = ?4 WHERE task_id = ?1 \
-             AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
+             AND delivered_at IS NULL AND seq < (SELECT MIN(seq) FROM steer_message \
+             WHERE task_id = ?1 AND delivered_at IS NULL) + ?6 \
+             AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
+             AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running')",
+            "UPDATE steer_message SET delivered_at = $3, delivery_id = $4 WHERE task_id = $1 \
+             AND delivered_at IS NULL AND seq < (SELECT MIN(seq) FROM steer_message \
+             WHERE task_id = $1 AND delivered_at IS NULL) + $6::bigint \
+             AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = $1 \
+             AND lease_epoch = $2 AND held_by = $5 AND status = 'running')",
+            // MySQL refuses a subquery on the table being updated unless it is materialised first.
+            "UPDATE steer_message SET delivered_at = ?3, delivery_id = ?4 WHERE task_id = ?1 \
+             AND delivered_at IS NULL AND seq < (SELECT page_end FROM (SELECT MIN(seq) + ?6 AS page_end \
+             FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS first_undelivered) \
+             AND EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
              AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running')",
             vec![
                 h.task_id.into(),
@@ -98,12 +115,14 @@ pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
                 h.now.into(),
                 h.delivery_id.into(),
                 h.runner_id.into(),
+                h.steer_page.into(),
             ],
         ),
         Stmt::portable(
             d,
-            "SELECT cancel_requested FROM task_run WHERE task_id = ?1 AND lease_epoch = ?2 \
-             AND held_by = ?3 AND status = 'running'",
+            "SELECT cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
+             AND delivered_at IS NULL) AS steer_pending FROM task_run WHERE task_id = ?1 \
+             AND lease_epoch = ?2 AND held_by = ?3 AND status = 'running'",
             vec![h.task_id.into(), h.lease_epoch.into(), h.runner_id.into()],
         ),
         Stmt::portable(
@@ -197,36 +216,72 @@ pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
     ]
 }
 
-/// Index of the insert in [`add_steer`]'s batch: 1 row = queued, 0 = the run is not running.
+/// Index of the insert in [`add_steer`]'s batch: 1 row = queued, 0 = the run is not running or its
+/// queue is full (the read at [`STEER_READ`] tells which).
 pub const STEER_INSERT: usize = 1;
+/// Index of the read in [`add_steer`]'s batch: the run's last steer seq and its status.
+pub const STEER_READ: usize = 2;
 
-/// Queues a steer message for a running run (seq = previous + 1): lock the run row (a no-op write,
-/// so concurrent steers of one run serialise in PostgreSQL and MySQL), insert, read the seq back.
-pub fn add_steer(d: Dialect, task_id: &str, message: &str, now: i64) -> Vec<Stmt> {
+/// Queues a steer message for a running run (seq = previous + 1) unless the run's undelivered
+/// queue would then exceed `max_messages` messages or `max_bytes` bytes: lock the run row (a no-op
+/// write, so concurrent steers of one run serialise in PostgreSQL and MySQL, and a heartbeat taking
+/// messages waits or goes first), insert under both bounds, and read back the last seq and the run's
+/// status. A refused steer writes nothing and drops nothing already queued. Lengths are bytes in
+/// every dialect.
+pub fn add_steer(d: Dialect, s: &NewSteer<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
             d,
             "UPDATE task_run SET updated_at = updated_at WHERE task_id = ?1 AND status = 'running'",
-            vec![task_id.into()],
+            vec![s.task_id.into()],
         ),
         Stmt::pick(
             d,
             "INSERT INTO steer_message (task_id, seq, message, created_at) \
              SELECT ?1, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = ?1), 0) + 1, ?2, ?3 \
-             WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ?1 AND status = 'running')",
+             WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ?1 AND status = 'running') \
+             AND (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) < ?4 \
+             AND (SELECT COALESCE(SUM(LENGTH(CAST(message AS BLOB))), 0) FROM steer_message \
+             WHERE task_id = ?1 AND delivered_at IS NULL) + ?5 <= ?6",
             "INSERT INTO steer_message (task_id, seq, message, created_at) \
              SELECT $1::varchar, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = $1::varchar), 0) + 1, \
              $2::text, $3::bigint \
-             WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = $1::varchar AND status = 'running')",
+             WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = $1::varchar AND status = 'running') \
+             AND (SELECT COUNT(*) FROM steer_message WHERE task_id = $1::varchar AND delivered_at IS NULL) < $4::bigint \
+             AND (SELECT COALESCE(SUM(octet_length(message)), 0) FROM steer_message \
+             WHERE task_id = $1::varchar AND delivered_at IS NULL) + $5::bigint <= $6::bigint",
             "INSERT INTO steer_message (task_id, seq, message, created_at) \
              SELECT ?1, COALESCE((SELECT MAX(seq) FROM steer_message WHERE task_id = ?1), 0) + 1, ?2, ?3 \
-             FROM DUAL WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ?1 AND status = 'running')",
-            vec![task_id.into(), message.into(), now.into()],
+             FROM DUAL WHERE EXISTS (SELECT 1 FROM task_run WHERE task_id = ?1 AND status = 'running') \
+             AND (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) < ?4 \
+             AND (SELECT COALESCE(SUM(LENGTH(message)), 0) FROM steer_message \
+             WHERE task_id = ?1 AND delivered_at IS NULL) + ?5 <= ?6",
+            vec![
+                s.task_id.into(),
+                s.message.into(),
+                s.now.into(),
+                s.max_messages.into(),
+                (s.message.len() as i64).into(),
+                s.max_bytes.into(),
+            ],
         ),
         Stmt::portable(
             d,
-            "SELECT MAX(seq) AS seq FROM steer_message WHERE task_id = ?1",
-            vec![task_id.into()],
+            "SELECT (SELECT MAX(seq) FROM steer_message WHERE task_id = ?1) AS seq, \
+             (SELECT status FROM task_run WHERE task_id = ?1) AS status",
+            vec![s.task_id.into()],
         ),
     ]
+}
+
+/// A steer message to queue, with the queue's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSteer<'a> {
+    pub task_id: &'a str,
+    pub message: &'a str,
+    pub now: i64,
+    /// Most undelivered messages the run may hold, this one included.
+    pub max_messages: i64,
+    /// Most undelivered bytes (sum of message lengths) the run may hold, this one included.
+    pub max_bytes: i64,
 }

@@ -7,13 +7,15 @@ use sema_core::{
     sql::DbError,
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GuardedFail, Heartbeat, ListScope,
-        NewCheckpoint, NewEvent, NewRun, ParkStatus, ReapReport, RunSnapshot, SessionTask,
-        StaleCutoffs, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
-        TickRecord,
+        NewCheckpoint, NewEvent, NewRun, NewSteer, ParkStatus, ReapReport, RunSnapshot,
+        SessionTask, StaleCutoffs, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal,
+        TerminalStatus, Tick, TickRecord,
     },
 };
 
 const NOW: i64 = 1_700_000_000_000;
+/// The API's byte bound of one page of events.
+const PAGE_BYTES: i64 = sema_core::sql::event_sql::EVENT_PAGE_MAX_BYTES;
 
 fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64) -> NewRun<'a> {
     NewRun {
@@ -220,6 +222,7 @@ async fn holder_of<S: AdmissionStore>(store: &S, session: &str) -> Option<String
 }
 
 every_dialect!(
+    a_page_of_events_stops_after_the_event_that_reaches_its_byte_bound,
     create_run_writes_the_row_and_the_claim_together,
     a_held_session_refuses_a_second_run_and_names_the_holder,
     another_principals_session_refuses_and_writes_nothing,
@@ -524,6 +527,57 @@ async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixtu
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
 }
 
+async fn a_page_of_events_stops_after_the_event_that_reaches_its_byte_bound<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    // Sizes differ per event and include multi-byte characters, so characters ≠ bytes.
+    let texts: Vec<String> = (1..=5)
+        .map(|i| format!(r#"{{"delta":"{}"}}"#, "é".repeat(i * 10)))
+        .collect();
+    let events: Vec<NewEvent<'_>> = texts
+        .iter()
+        .map(|data| NewEvent {
+            kind: "text_delta",
+            data,
+            event_id: None,
+        })
+        .collect();
+    append(&s, "t1", e, "r1", &events, NOW).await.unwrap();
+    let all = s.events_after("t1", 0, 100, PAGE_BYTES).await.unwrap();
+    assert_eq!(all.len(), 5);
+    // The byte bound counts the data as this dialect returns it, in bytes.
+    let size: Vec<i64> = all.iter().map(|e| e.data.len() as i64).collect();
+    let seqs =
+        |page: Vec<sema_core::store::EventRow>| page.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let two = size[0] + size[1];
+    assert_eq!(
+        seqs(s.events_after("t1", 0, 100, two).await.unwrap()),
+        [1, 2],
+        "the page ends with the event that reaches the bound"
+    );
+    assert_eq!(
+        seqs(s.events_after("t1", 0, 100, two + 1).await.unwrap()),
+        [1, 2, 3],
+        "one byte more lets the next event in"
+    );
+    assert_eq!(
+        seqs(s.events_after("t1", 0, 100, 1).await.unwrap()),
+        [1],
+        "a page always carries its first event"
+    );
+    assert_eq!(
+        seqs(s.events_after("t1", 2, 100, size[2]).await.unwrap()),
+        [3],
+        "the bound starts over after the anchor"
+    );
+    assert_eq!(
+        seqs(s.events_after("t1", 1, 2, PAGE_BYTES).await.unwrap()),
+        [2, 3],
+        "the count bound still applies"
+    );
+}
+
 async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
@@ -558,12 +612,12 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             .unwrap(),
         Appended::LeaseLost
     );
-    let all = s.events_after("t1", 0, 100).await.unwrap();
+    let all = s.events_after("t1", 0, 100, PAGE_BYTES).await.unwrap();
     assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(all[1].kind, "text_delta");
     let data: serde_json::Value = serde_json::from_str(&all[1].data).unwrap();
     assert_eq!(data, serde_json::json!({"delta": "b"}));
-    let tail = s.events_after("t1", 1, 1).await.unwrap();
+    let tail = s.events_after("t1", 1, 1, PAGE_BYTES).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A parked run takes no events from its old leg; a resumed run has a new epoch and no holder
     // until a runner leases it again, under a newer epoch still.
@@ -602,7 +656,13 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             .unwrap(),
         Appended::LeaseLost
     );
-    assert_eq!(s.events_after("t1", 0, 100).await.unwrap().len(), 4);
+    assert_eq!(
+        s.events_after("t1", 0, 100, PAGE_BYTES)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
 }
 
 async fn run_listings_page_newest_first_with_ties_broken_by_task_id<F: Fixture>(fx: &F) {
@@ -744,7 +804,11 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
     admit(&s, "keep", "s2", None, NOW).await;
     assert_eq!(s.delete_by_session("s1").await.unwrap(), 2);
     assert!(s.get_run("t1").await.unwrap().is_none() && s.get_run("t2").await.unwrap().is_none());
-    assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
+    assert!(s
+        .events_after("t1", 0, 10, PAGE_BYTES)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(holder_of(&s, "s1").await, None);
     assert!(s.get_session("s1").await.unwrap().is_none());
     assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("keep"));
@@ -1470,6 +1534,9 @@ every_dialect!(
     heartbeats_carry_the_cancel_request,
     steer_messages_are_delivered_once_in_order,
     steer_is_refused_when_the_run_is_not_running,
+    a_full_steer_queue_refuses_and_loses_nothing_queued,
+    steer_queue_bytes_are_counted_in_bytes_not_characters,
+    a_heartbeat_takes_at_most_a_page_of_steer_messages_oldest_first,
     concurrent_steers_of_one_run_get_distinct_seqs,
     finish_appends_done_writes_terminal_and_releases_the_claim_once,
     a_finish_with_a_stale_epoch_writes_nothing,
@@ -1480,15 +1547,51 @@ every_dialect!(
     a_reaper_reports_only_what_its_own_tick_changed,
 );
 
-/// A heartbeat by runner `r1`.
+/// A heartbeat by runner `r1`, taking the API's page of steer messages.
 fn beat<'a>(task: &'a str, lease_epoch: i64, delivery_id: &'a str, now: i64) -> Heartbeat<'a> {
     Heartbeat {
         task_id: task,
         lease_epoch,
         runner_id: "r1",
         delivery_id,
+        steer_page: sema_core::runner_wire::STEER_PAGE,
         now,
     }
+}
+
+/// A steer message within the API's queue bounds: its seq, or `None` when the run is not running.
+async fn steer<S: LedgerStore>(s: &S, task: &str, message: &str, now: i64) -> Option<i64> {
+    let bounded = NewSteer {
+        task_id: task,
+        message,
+        now,
+        max_messages: sema_core::runner_wire::STEER_QUEUE_MAX,
+        max_bytes: sema_core::runner_wire::STEER_QUEUE_MAX_BYTES,
+    };
+    match s.add_steer(&bounded).await.unwrap() {
+        Steered::Queued(seq) => Some(seq),
+        Steered::NotRunning => None,
+        Steered::QueueFull => panic!("the steer queue of {task} is full"),
+    }
+}
+
+/// A steer message into a queue of at most `max_messages` messages and `max_bytes` bytes.
+async fn steer_bounded<S: LedgerStore>(
+    s: &S,
+    task: &str,
+    message: &str,
+    max_messages: i64,
+    max_bytes: i64,
+) -> Steered {
+    s.add_steer(&NewSteer {
+        task_id: task,
+        message,
+        now: NOW,
+        max_messages,
+        max_bytes,
+    })
+    .await
+    .unwrap()
 }
 
 /// A finish by runner `r1`.
@@ -1596,10 +1699,7 @@ async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
-    assert_eq!(
-        s.add_steer("t1", "turn left", NOW + 2).await.unwrap(),
-        Some(1)
-    );
+    assert_eq!(steer(&s, "t1", "turn left", NOW + 2).await, Some(1));
     assert_eq!(
         s.heartbeat(&beat("t1", lease.lease_epoch + 1, "d1", NOW + 3))
             .await
@@ -1677,10 +1777,7 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     for (i, m) in ["one", "two", "three"].iter().enumerate() {
-        assert_eq!(
-            s.add_steer("t1", m, NOW + i as i64).await.unwrap(),
-            Some(i as i64 + 1)
-        );
+        assert_eq!(steer(&s, "t1", m, NOW + i as i64).await, Some(i as i64 + 1));
     }
     let lease = s.lease("r1", NOW + 5, 1).await.unwrap().unwrap();
     let e = lease.lease_epoch;
@@ -1703,7 +1800,7 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
         .unwrap()
         .unwrap();
     assert!(b.steer.is_empty(), "delivered once");
-    assert_eq!(s.add_steer("t1", "four", NOW + 8).await.unwrap(), Some(4));
+    assert_eq!(steer(&s, "t1", "four", NOW + 8).await, Some(4));
     let b = s
         .heartbeat(&beat("t1", e, "d3", NOW + 9))
         .await
@@ -1712,7 +1809,7 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
     assert_eq!(b.steer, vec![(4, "four".to_owned())]);
     // Another run's messages are its own.
     admit(&s, "t2", "s2", None, NOW).await;
-    assert_eq!(s.add_steer("t2", "other", NOW).await.unwrap(), Some(1));
+    assert_eq!(steer(&s, "t2", "other", NOW).await, Some(1));
 }
 
 async fn steer_is_refused_when_the_run_is_not_running<F: Fixture>(fx: &F) {
@@ -1724,17 +1821,118 @@ async fn steer_is_refused_when_the_run_is_not_running<F: Fixture>(fx: &F) {
         .await
         .unwrap();
     for task in ["parked", "done", "missing"] {
-        assert_eq!(
-            s.add_steer(task, "hello", NOW).await.unwrap(),
-            None,
-            "{task}"
-        );
+        assert_eq!(steer(&s, task, "hello", NOW).await, None, "{task}");
     }
     assert_eq!(
         s.get_run("parked").await.unwrap().unwrap().updated_at,
         NOW,
         "a refused steer writes nothing"
     );
+}
+
+async fn a_full_steer_queue_refuses_and_loses_nothing_queued<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    // Bounds: 3 messages, 10 bytes.
+    assert_eq!(
+        steer_bounded(&s, "t1", "aaaa", 3, 10).await,
+        Steered::Queued(1)
+    );
+    assert_eq!(
+        steer_bounded(&s, "t1", "bbbb", 3, 10).await,
+        Steered::Queued(2)
+    );
+    assert_eq!(
+        steer_bounded(&s, "t1", "ccc", 3, 10).await,
+        Steered::QueueFull,
+        "11 bytes would exceed 10"
+    );
+    assert_eq!(
+        steer_bounded(&s, "t1", "cc", 3, 10).await,
+        Steered::Queued(3)
+    );
+    assert_eq!(
+        steer_bounded(&s, "t1", "d", 3, 10).await,
+        Steered::QueueFull,
+        "a 4th message would exceed 3"
+    );
+    // Delivered messages leave the queue: room again, and seqs stay contiguous.
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let b = s
+        .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        b.steer,
+        vec![
+            (1, "aaaa".to_owned()),
+            (2, "bbbb".to_owned()),
+            (3, "cc".to_owned())
+        ],
+        "every queued message, once, in order; no refused one"
+    );
+    assert_eq!(b.steer_pending, 0);
+    assert_eq!(
+        steer_bounded(&s, "t1", "dddd", 3, 10).await,
+        Steered::Queued(4)
+    );
+    // A run that is not running is told apart from a full queue.
+    admit(&s, "t2", "s2", None, NOW).await;
+    s.set_terminal(&terminal("t2", TerminalStatus::Failed, NOW))
+        .await
+        .unwrap();
+    assert_eq!(
+        steer_bounded(&s, "t2", "x", 0, 0).await,
+        Steered::NotRunning
+    );
+    assert_eq!(
+        steer_bounded(&s, "missing", "x", 3, 10).await,
+        Steered::NotRunning
+    );
+}
+
+async fn steer_queue_bytes_are_counted_in_bytes_not_characters<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    // "é" is 2 bytes in UTF-8: two of them are 4 bytes, over a 3-byte bound.
+    assert_eq!(steer_bounded(&s, "t1", "é", 8, 3).await, Steered::Queued(1));
+    assert_eq!(steer_bounded(&s, "t1", "é", 8, 3).await, Steered::QueueFull);
+    assert_eq!(steer_bounded(&s, "t1", "e", 8, 3).await, Steered::Queued(2));
+}
+
+async fn a_heartbeat_takes_at_most_a_page_of_steer_messages_oldest_first<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    for m in ["m1", "m2", "m3", "m4", "m5"] {
+        steer(&s, "t1", m, NOW + 2).await.unwrap();
+    }
+    let page = |delivery: &'static str| Heartbeat {
+        steer_page: 2,
+        ..beat("t1", lease.lease_epoch, delivery, NOW + 3)
+    };
+    let mut got = vec![];
+    for (delivery, want, left) in [("d1", 2, 3), ("d2", 2, 1), ("d3", 1, 0), ("d4", 0, 0)] {
+        let b = s.heartbeat(&page(delivery)).await.unwrap().unwrap();
+        assert_eq!((b.steer.len(), b.steer_pending), (want, left), "{delivery}");
+        got.extend(b.steer);
+    }
+    let seqs: Vec<i64> = got.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5], "each once, oldest first");
+    // A refused heartbeat (lost lease) takes nothing: the next message waits for the holder.
+    steer(&s, "t1", "m6", NOW + 4).await.unwrap();
+    assert_eq!(
+        s.heartbeat(&Heartbeat {
+            lease_epoch: lease.lease_epoch + 1,
+            ..page("d5")
+        })
+        .await
+        .unwrap(),
+        None
+    );
+    let b = s.heartbeat(&page("d6")).await.unwrap().unwrap();
+    assert_eq!(b.steer, vec![(6, "m6".to_owned())]);
 }
 
 async fn concurrent_steers_of_one_run_get_distinct_seqs<F: Fixture + Sync>(fx: &F) {
@@ -1749,9 +1947,7 @@ async fn concurrent_steers_of_one_run_get_distinct_seqs<F: Fixture + Sync>(fx: &
                     scope.spawn(move || {
                         let store = fx.store();
                         barrier.wait();
-                        pollster::block_on(store.add_steer("t1", who, NOW))
-                            .unwrap()
-                            .unwrap()
+                        pollster::block_on(steer(&store, "t1", who, NOW)).unwrap()
                     })
                 })
                 .collect();
@@ -1805,7 +2001,7 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
     );
     assert_eq!(run.updated_at, NOW + 3);
     assert_eq!(holder_of(&s, "s1").await, None);
-    let events = s.events_after("t1", 0, 10).await.unwrap();
+    let events = s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap();
     assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     let done = &events[2];
     assert_eq!(
@@ -1826,7 +2022,10 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
         None
     );
     assert_eq!(status_of(&s, "t1").await, "blocked");
-    assert_eq!(s.events_after("t1", 0, 10).await.unwrap().len(), 3);
+    assert_eq!(
+        s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap().len(),
+        3
+    );
     assert_eq!(
         holder_of(&s, "s1").await.as_deref(),
         Some("t2"),
@@ -1852,7 +2051,11 @@ async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
         ("running", 0, NOW + 1)
     );
     assert_eq!(run.held_by.as_deref(), Some("r1"));
-    assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
+    assert!(s
+        .events_after("t1", 0, 10, PAGE_BYTES)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
     // A parked run cannot be finished by its old leg either.
     s.park("t1", ParkStatus::Suspended, NOW + 3).await.unwrap();
@@ -1912,7 +2115,7 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
             assert!(finisher.join().unwrap().is_some());
         });
         let s = fx.store();
-        let events = s.events_after(&task, 0, 100).await.unwrap();
+        let events = s.events_after(&task, 0, 100, PAGE_BYTES).await.unwrap();
         let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
         assert_eq!(
             seqs,
@@ -1952,7 +2155,7 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     }
     // Nothing of the refused batches was written: the counter did not advance, no event landed.
     assert_eq!(s.get_run("t1").await.unwrap().unwrap().last_seq, 1);
-    let events = s.events_after("t1", 0, 10).await.unwrap();
+    let events = s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap();
     assert_eq!(events.len(), 1);
     // The same event id in another run is another event.
     admit(&s, "t2", "s2", None, NOW).await;
@@ -2210,7 +2413,11 @@ async fn assert_refused<S: RunnerStore + LedgerStore + RunReadStore>(
     now: i64,
 ) {
     let before = s.get_run(task).await.unwrap().unwrap();
-    let events_before = s.events_after(task, 0, 100).await.unwrap().len();
+    let events_before = s
+        .events_after(task, 0, 100, PAGE_BYTES)
+        .await
+        .unwrap()
+        .len();
     let what = format!("{task}: epoch {epoch}, runner {runner:?}");
     assert_eq!(
         s.heartbeat(&beat_by(task, epoch, runner, &unique("d"), now))
@@ -2242,7 +2449,10 @@ async fn assert_refused<S: RunnerStore + LedgerStore + RunReadStore>(
         "nothing written, {what}"
     );
     assert_eq!(
-        s.events_after(task, 0, 100).await.unwrap().len(),
+        s.events_after(task, 0, 100, PAGE_BYTES)
+            .await
+            .unwrap()
+            .len(),
         events_before,
         "no event, {what}"
     );
@@ -2264,10 +2474,7 @@ async fn runner_writes_without_the_current_lease_and_its_holder_write_nothing<F:
         assert_refused(&s, "queued", epoch, "r1", NOW + 1).await;
     }
     // Leased by r1: epoch 0, a stale or future epoch, another runner, an empty runner id.
-    assert_eq!(
-        s.add_steer("t1", "turn left", NOW + 3).await.unwrap(),
-        Some(1)
-    );
+    assert_eq!(steer(&s, "t1", "turn left", NOW + 3).await, Some(1));
     for (epoch, runner) in [(0, "r1"), (e + 1, "r1"), (e, "r2"), (e, ""), (e, "R1")] {
         assert_refused(&s, "t1", epoch, runner, NOW + 4).await;
     }

@@ -194,7 +194,10 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             .into_iter()
             .map(|s| ("delete_by_session", s)),
     );
-    reapers.push(("events_after", event_sql::events_after(d, "t", 0, 100)));
+    reapers.push((
+        "events_after",
+        event_sql::events_after(d, "t", 0, 100, event_sql::EVENT_PAGE_MAX_BYTES),
+    ));
     for (name, stmt) in &reapers {
         assert_indexed(name, &plan(&fx, stmt), false);
     }
@@ -217,6 +220,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
                 lease_epoch: 1,
                 runner_id: "r",
                 delivery_id: "dv",
+                steer_page: 16,
                 now: 1,
             },
         )
@@ -242,9 +246,18 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         .map(|s| ("finish", s)),
     );
     runner.extend(
-        runner_sql::add_steer(d, "t", "m", 1)
-            .into_iter()
-            .map(|s| ("add_steer", s)),
+        runner_sql::add_steer(
+            d,
+            &runner_sql::NewSteer {
+                task_id: "t",
+                message: "m",
+                now: 1,
+                max_messages: 64,
+                max_bytes: 1 << 20,
+            },
+        )
+        .into_iter()
+        .map(|s| ("add_steer", s)),
     );
     runner.extend(
         event_sql::append(
