@@ -28,11 +28,17 @@ pub enum ErrorCode {
     Internal,
     AuthNotConfigured,
     TooManyStreams,
+    GateNotToolApproval,
+    GateNotPlanReview,
+    GateNotResumable,
+    WakeGatePending,
+    GateExpired,
+    NotResumable,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 23] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -50,6 +56,12 @@ impl ErrorCode {
         Self::Internal,
         Self::AuthNotConfigured,
         Self::TooManyStreams,
+        Self::GateNotToolApproval,
+        Self::GateNotPlanReview,
+        Self::GateNotResumable,
+        Self::WakeGatePending,
+        Self::GateExpired,
+        Self::NotResumable,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -72,6 +84,12 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::AuthNotConfigured => "auth.not_configured",
             Self::TooManyStreams => "too_many_streams",
+            Self::GateNotToolApproval => "gate_not_tool_approval",
+            Self::GateNotPlanReview => "gate_not_plan_review",
+            Self::GateNotResumable => "gate_not_resumable",
+            Self::WakeGatePending => "wake.gate_pending",
+            Self::GateExpired => "gate_expired",
+            Self::NotResumable => "not_resumable",
         }
     }
 
@@ -87,7 +105,13 @@ impl ErrorCode {
             | Self::TaskIdTaken
             | Self::DuplicateEventId
             | Self::RunNotRunning
-            | Self::LeaseLost => 409,
+            | Self::LeaseLost
+            | Self::GateNotToolApproval
+            | Self::GateNotPlanReview
+            | Self::GateNotResumable
+            | Self::WakeGatePending
+            | Self::NotResumable => 409,
+            Self::GateExpired => 410,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,

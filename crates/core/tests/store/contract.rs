@@ -3,13 +3,14 @@
 use crate::every_dialect;
 use crate::harness::{unique, Fixture};
 use sema_core::{
+    gate::{self, DecidePath, Decided, Decision, Refusal},
     leader::{self, LeaderFinish},
     sql::DbError,
     store::{
-        prelude::*, Append, Appended, CreateRun, Finish, GuardedFail, Heartbeat, ListScope,
-        NewCheckpoint, NewEvent, NewRun, ParkStatus, ReapReport, RunSnapshot, SessionTask,
-        StaleCutoffs, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
-        TickRecord,
+        prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
+        ListScope, NewEvent, NewRun, Park, ParkStatus, Parked, ReapReport, Resolve, RunSnapshot,
+        SessionTask, SqlStore, StaleCutoffs, StoreError, SweepWindow, Swept, Takeover, Terminal,
+        TerminalStatus, Tick, TickRecord,
     },
 };
 
@@ -40,22 +41,98 @@ fn terminal(task: &str, status: TerminalStatus, now: i64) -> Terminal<'_> {
     }
 }
 
-fn checkpoint<'a>(
-    id: &'a str,
-    session: &'a str,
-    task: &'a str,
-    gate_kind: &'a str,
-    expires_at: i64,
+/// Parks `task` on a gate of `kind` as its lease holder would: a running run nobody holds is first
+/// held out of band by runner `parker` (as a lease would, epoch + 1); a held run parks under its
+/// holder's lease. The checkpoint's token is fresh (its digest is the id). Returns the outcome.
+async fn park_gate<F: Fixture>(
+    fx: &F,
+    s: &SqlStore<F::E>,
+    task: &str,
+    kind: &str,
+    expires_at: Option<i64>,
     now: i64,
-) -> NewCheckpoint<'a> {
-    NewCheckpoint {
-        checkpoint_id: id,
-        session_id: session,
+) -> Parked {
+    let run = s.get_run(task).await.unwrap().expect("run exists");
+    if run.held_by.is_none() && run.status == "running" {
+        fx.raw(&format!(
+            "UPDATE task_run SET held_by = 'parker', lease_epoch = lease_epoch + 1 WHERE task_id = '{task}'"
+        ));
+    }
+    let run = s.get_run(task).await.unwrap().unwrap();
+    let card = format!(r#"{{"ask":"{kind} for {task}"}}"#);
+    let event = gate::park_event_data(kind, &serde_json::from_str(&card).unwrap(), expires_at);
+    let token = unique("token");
+    s.park(&Park {
         task_id: task,
-        owner: None,
-        gate_kind,
+        lease_epoch: run.lease_epoch,
+        runner_id: run.held_by.as_deref().unwrap_or("parker"),
+        checkpoint_id: &gate::checkpoint_id(token.as_bytes()),
+        gate_kind: kind,
+        status: gate::park_status(kind).unwrap(),
+        card_json: &card,
+        event_json: &event,
         expires_at,
         now,
+    })
+    .await
+    .unwrap()
+}
+
+/// Parks `task` (see [`park_gate`]) on a `plan_review` gate for `NeedsReview`, a `human` gate
+/// otherwise, without a deadline; true when it parked.
+async fn park<F: Fixture>(
+    fx: &F,
+    s: &SqlStore<F::E>,
+    task: &str,
+    status: ParkStatus,
+    now: i64,
+) -> bool {
+    let kind = match status {
+        ParkStatus::NeedsReview => "plan_review",
+        ParkStatus::Suspended => "human",
+    };
+    matches!(
+        park_gate(fx, s, task, kind, None, now).await,
+        Parked::Parked { .. }
+    )
+}
+
+/// A decide attempt with a fresh resolution id.
+async fn decide<S: GateStore>(
+    s: &S,
+    path: DecidePath,
+    scope: GateScope<'_>,
+    decision: Decision,
+    reason: Option<&str>,
+    now: i64,
+) -> Decided {
+    let id = unique("res");
+    s.resolve_gate(&Resolve {
+        path,
+        scope,
+        decision,
+        reason,
+        resolution_id: &id,
+        now,
+    })
+    .await
+    .unwrap()
+}
+
+/// Approves the session's pending approval (a `human` gate) and returns the run's new epoch.
+async fn approve<S: GateStore>(s: &S, session: &str, now: i64) -> i64 {
+    match decide(
+        s,
+        DecidePath::Approvals,
+        GateScope::Session(session),
+        Decision::Approve,
+        None,
+        now,
+    )
+    .await
+    {
+        Decided::Resumed { lease_epoch, .. } => lease_epoch,
+        other => panic!("approve in {session}: {other:?}"),
     }
 }
 
@@ -230,7 +307,6 @@ every_dialect!(
     set_terminal_on_an_orphan_claim_releases_it,
     cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones,
     cancel_requests_match_owners_null_safely,
-    mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch,
     appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch,
     run_listings_page_newest_first_with_ties_broken_by_task_id,
     session_listings_page_by_recent_activity,
@@ -454,10 +530,7 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
     assert!(c.claim_released && run.cancel_requested);
 
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s
-        .park("parked", ParkStatus::NeedsReview, NOW + 1)
-        .await
-        .unwrap());
+    assert!(park(fx, &s, "parked", ParkStatus::NeedsReview, NOW + 1).await);
     let c = s.cancel("parked", NOW + 2).await.unwrap();
     assert_eq!(c.run.unwrap().status, "cancelled");
     assert!(c.claim_released);
@@ -503,27 +576,6 @@ async fn cancel_requests_match_owners_null_safely<F: Fixture>(fx: &F) {
     assert!(s.request_cancel("anon", None, NOW).await.unwrap());
 }
 
-async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixture>(fx: &F) {
-    let s = fx.store();
-    admit(&s, "t1", "s1", None, NOW).await;
-    assert_eq!(
-        s.mark_resuming("t1", NOW).await.unwrap(),
-        None,
-        "a running run is not resumable"
-    );
-    assert!(s.park("t1", ParkStatus::Suspended, NOW + 1).await.unwrap());
-    assert_eq!(s.mark_resuming("t1", NOW + 2).await.unwrap(), Some(1));
-    assert_eq!(
-        s.mark_resuming("t1", NOW + 3).await.unwrap(),
-        None,
-        "only one resumer wins"
-    );
-    let run = s.get_run("t1").await.unwrap().unwrap();
-    assert_eq!((run.status.as_str(), run.lease_epoch), ("running", 1));
-    // The parked run kept its claim throughout.
-    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
-}
-
 async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
@@ -567,14 +619,14 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A parked run takes no events from its old leg; a resumed run has a new epoch and no holder
     // until a runner leases it again, under a newer epoch still.
-    s.park("t1", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "t1", ParkStatus::Suspended, NOW).await;
     assert_eq!(
         append(&s, "t1", e, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::LeaseLost
     );
-    let resumed = s.mark_resuming("t1", NOW).await.unwrap().unwrap();
+    let resumed = approve(&s, "s1", NOW).await;
     for epoch in [e, resumed] {
         assert_eq!(
             append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
@@ -590,7 +642,8 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![4])
+        Appended::Seqs(vec![6]),
+        "after the park event (4) and the resumed event (5)"
     );
     // A terminal run takes no more events.
     s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
@@ -602,7 +655,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             .unwrap(),
         Appended::LeaseLost
     );
-    assert_eq!(s.events_after("t1", 0, 100).await.unwrap().len(), 4);
+    assert_eq!(s.events_after("t1", 0, 100).await.unwrap().len(), 6);
 }
 
 async fn run_listings_page_newest_first_with_ties_broken_by_task_id<F: Fixture>(fx: &F) {
@@ -730,23 +783,17 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
         .await
         .unwrap();
     admit(&s, "t2", "s1", None, NOW + 1).await;
-    s.park("t2", ParkStatus::Suspended, NOW + 2).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"c".repeat(64),
-        "s1",
-        "t2",
-        "tool_approval",
-        NOW + 1000,
-        NOW,
-    ))
-    .await
-    .unwrap();
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "tool_approval", Some(NOW + 1000), NOW + 2).await,
+        Parked::Parked { .. }
+    ));
     admit(&s, "keep", "s2", None, NOW).await;
     assert_eq!(s.delete_by_session("s1").await.unwrap(), 2);
     assert!(s.get_run("t1").await.unwrap().is_none() && s.get_run("t2").await.unwrap().is_none());
     assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
     assert_eq!(holder_of(&s, "s1").await, None);
     assert!(s.get_session("s1").await.unwrap().is_none());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
     assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("keep"));
     // The session is usable again from scratch.
     admit(&s, "t3", "s1", Some("someone-else"), NOW + 5).await;
@@ -756,9 +803,9 @@ async fn the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones<F:
     let s = fx.store();
     admit(&s, "run", "s-run", None, NOW).await;
     admit(&s, "sus", "s-sus", None, NOW).await;
-    s.park("sus", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "sus", ParkStatus::Suspended, NOW).await;
     admit(&s, "rev", "s-rev", None, NOW).await;
-    s.park("rev", ParkStatus::NeedsReview, NOW).await.unwrap();
+    park(fx, &s, "rev", ParkStatus::NeedsReview, NOW).await;
     admit(&s, "term", "s-term", None, NOW).await;
     // A terminal row whose claim survived (written out of band, as after a crash between steps).
     fx.raw("UPDATE task_run SET status = 'blocked' WHERE task_id = 'term'");
@@ -790,7 +837,7 @@ async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture
     admit(&s, "silent", "s1", None, NOW).await;
     admit(&s, "fresh", "s2", None, NOW + 50_000).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s4', 'no-row', 1)");
     let report = reap_stale(&s, NOW + 30_000, NOW + 60_000, 100)
         .await
@@ -835,71 +882,81 @@ async fn reapers_are_bounded_per_tick_and_idempotent<F: Fixture>(fx: &F) {
 
 async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fixture>(fx: &F) {
     let s = fx.store();
-    let ck = |n: u8| format!("{n:0>64}");
-    // expired and nothing pending: fails
+    // deadline passed: fails
     admit(&s, "exp", "s1", None, NOW).await;
-    s.park("exp", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &ck(1),
-        "s1",
-        "exp",
-        "tool_approval",
-        NOW + 10,
-        NOW,
-    ))
-    .await
-    .unwrap();
-    // still pending: kept
+    park_gate(fx, &s, "exp", "tool_approval", Some(NOW + 10), NOW).await;
+    // deadline ahead: kept
     admit(&s, "pend", "s2", None, NOW).await;
-    s.park("pend", ParkStatus::NeedsReview, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &ck(2),
-        "s2",
-        "pend",
-        "plan_review",
-        NOW + 1_000,
-        NOW,
-    ))
-    .await
-    .unwrap();
-    // an expired one and a newer pending one: kept (resumable)
-    admit(&s, "both", "s3", None, NOW).await;
-    s.park("both", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(&ck(3), "s3", "both", "human", NOW + 10, NOW))
-        .await
-        .unwrap();
-    s.add_checkpoint(&checkpoint(&ck(4), "s3", "both", "human", NOW + 1_000, NOW))
-        .await
-        .unwrap();
-    // a running run with an expired checkpoint: not this reaper's business
+    park_gate(fx, &s, "pend", "plan_review", Some(NOW + 1_000), NOW).await;
+    // no deadline: kept
+    admit(&s, "never", "s3", None, NOW).await;
+    park_gate(fx, &s, "never", "human", None, NOW).await;
+    // a running run is not this reaper's business
     admit(&s, "run", "s4", None, NOW).await;
-    s.add_checkpoint(&checkpoint(&ck(5), "s4", "run", "human", NOW + 10, NOW))
-        .await
-        .unwrap();
 
     let report = fail_parked(&s, NOW + 100, 50).await.unwrap();
     assert_eq!(report.reaped, pairs(&[("s1", "exp")]));
     assert_eq!(report.terminal_claims_released, pairs(&[("s1", "exp")]));
     let run = s.get_run("exp").await.unwrap().unwrap();
     assert_eq!(
-        (run.status.as_str(), run.error_code.as_deref()),
-        ("failed", Some("approval.expired"))
+        (run.status.as_str(), run.error_code.as_deref(), run.held_by),
+        ("failed", Some("approval.expired"), None)
     );
     assert_eq!(holder_of(&s, "s1").await, None);
+    // The run's stream ends: park event (1), then `done` (2), appended in the reaper's batch.
+    let events = s.events_after("exp", 0, 10).await.unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e.seq, e.kind.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "suspended"), (2, "done")]
+    );
+    assert_eq!(run.last_seq, 2);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&events[1].data).unwrap(),
+        serde_json::json!({
+            "status": "failed",
+            "error": sema_core::sql::claim_sql::APPROVAL_EXPIRED_ERROR,
+            "errorCode": "approval.expired"
+        })
+    );
+    // The gate is no longer pending, and a late decision on it says it expired.
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session("s1"),
+            Decision::Approve,
+            None,
+            NOW + 101
+        )
+        .await,
+        Decided::Refused(Refusal::Expired)
+    );
     assert_eq!(status_of(&s, "pend").await, "needs_review");
-    assert_eq!(status_of(&s, "both").await, "suspended");
+    assert_eq!(status_of(&s, "never").await, "suspended");
     assert_eq!(status_of(&s, "run").await, "running");
     assert_eq!(fail_parked(&s, NOW + 100, 50).await.unwrap().reaped, vec![]);
+    // The session admits again, and its next park is not shielded by the old gate.
+    admit(&s, "next", "s1", None, NOW + 200).await;
+    assert!(matches!(
+        park_gate(fx, &s, "next", "human", Some(NOW + 210), NOW + 200).await,
+        Parked::Parked { .. }
+    ));
+    assert_eq!(
+        fail_parked(&s, NOW + 300, 50).await.unwrap().reaped,
+        pairs(&[("s1", "next")])
+    );
 }
 
 async fn parked_runs_older_than_the_cutoff_fail_with_approval_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.park("old", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "old", ParkStatus::Suspended, NOW).await;
     admit(&s, "young", "s2", None, NOW).await;
-    s.park("young", ParkStatus::NeedsReview, NOW + 500)
-        .await
-        .unwrap();
+    park(fx, &s, "young", ParkStatus::NeedsReview, NOW + 500).await;
     admit(&s, "running", "s3", None, NOW).await;
     let report = reap_parked(&s, NOW + 100, NOW + 600, 50).await.unwrap();
     assert_eq!(report.reaped, pairs(&[("s1", "old")]));
@@ -1307,7 +1364,7 @@ async fn walking_sweep_windows_to_the_end_releases_every_debris_claim_once_and_k
             }
             2 => {
                 admit(&s, &task, &session, None, NOW).await;
-                s.park(&task, ParkStatus::Suspended, NOW).await.unwrap();
+                park(fx, &s, &task, ParkStatus::Suspended, NOW).await;
                 live.push(SessionTask::new(session, task));
             }
             _ => {
@@ -1377,23 +1434,9 @@ async fn a_reaper_releases_exactly_its_reaped_runs_claims_and_leaves_debris_alon
     // One run for each reaper: stale, parked with an expired checkpoint, parked too long.
     admit(&s, "stale", "s-stale", None, NOW).await;
     admit(&s, "expired", "s-expired", None, NOW + 1_000).await;
-    s.park("expired", ParkStatus::Suspended, NOW + 1_000)
-        .await
-        .unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"e".repeat(64),
-        "s-expired",
-        "expired",
-        "human",
-        NOW + 1_500,
-        NOW + 1_000,
-    ))
-    .await
-    .unwrap();
+    park_gate(fx, &s, "expired", "human", Some(NOW + 1_500), NOW + 1_000).await;
     admit(&s, "old", "s-old", None, NOW + 1_000).await;
-    s.park("old", ParkStatus::NeedsReview, NOW + 1_000)
-        .await
-        .unwrap();
+    park(fx, &s, "old", ParkStatus::NeedsReview, NOW + 1_000).await;
     admit(&s, "live", "s-live", None, NOW + 5_000).await;
 
     let stale = reap_stale(&s, NOW + 500, NOW + 6_000, 10).await.unwrap();
@@ -1576,17 +1619,26 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
     admit(&s, "cancelled", "s1", None, NOW).await;
     s.cancel("cancelled", NOW + 1).await.unwrap();
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s
-        .park("parked", ParkStatus::NeedsReview, NOW + 1)
-        .await
-        .unwrap());
+    assert!(park(fx, &s, "parked", ParkStatus::NeedsReview, NOW + 1).await);
     admit(&s, "done", "s3", None, NOW).await;
     s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     assert_eq!(s.lease("r1", NOW + 2, 8).await.unwrap(), None);
     // A resumed run is leasable again, under a newer epoch than its parked leg.
-    let resumed = s.mark_resuming("parked", NOW + 3).await.unwrap().unwrap();
+    let resumed = match decide(
+        &s,
+        DecidePath::PlanReview,
+        GateScope::Task("parked"),
+        Decision::Approve,
+        None,
+        NOW + 3,
+    )
+    .await
+    {
+        Decided::Resumed { lease_epoch, .. } => lease_epoch,
+        other => panic!("{other:?}"),
+    };
     let lease = s.lease("r1", NOW + 4, 8).await.unwrap().unwrap();
     assert_eq!(lease.task_id, "parked");
     assert_eq!(lease.lease_epoch, resumed + 1);
@@ -1718,7 +1770,7 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
 async fn steer_is_refused_when_the_run_is_not_running<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "parked", "s1", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     admit(&s, "done", "s2", None, NOW).await;
     s.set_terminal(&terminal("done", TerminalStatus::Failed, NOW))
         .await
@@ -1855,7 +1907,7 @@ async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
     assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
     // A parked run cannot be finished by its old leg either.
-    s.park("t1", ParkStatus::Suspended, NOW + 3).await.unwrap();
+    park(fx, &s, "t1", ParkStatus::Suspended, NOW + 3).await;
     assert_eq!(
         s.finish_run(&finish(
             "t1",
@@ -2103,19 +2155,9 @@ async fn a_reaper_reports_only_what_its_own_tick_changed<F: Fixture>(fx: &F) {
     assert_eq!(second.terminal_claims_released, pairs(&[("sb", "b")]));
     // Parked runs: the expiry and timeout reapers report theirs the same way.
     admit(&s, "p", "sp", None, NOW).await;
-    s.park("p", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"e".repeat(64),
-        "sp",
-        "p",
-        "human",
-        NOW + 5,
-        NOW,
-    ))
-    .await
-    .unwrap();
+    park_gate(fx, &s, "p", "human", Some(NOW + 5), NOW).await;
     admit(&s, "q", "sq", None, NOW).await;
-    s.park("q", ParkStatus::NeedsReview, NOW).await.unwrap();
+    park(fx, &s, "q", ParkStatus::NeedsReview, NOW).await;
     let expired = fail_parked(&s, NOW + 20, 10).await.unwrap();
     assert_eq!(expired.reaped, pairs(&[("sp", "p")]));
     let timed_out = reap_parked(&s, NOW + 10, NOW + 20, 10).await.unwrap();
@@ -2431,7 +2473,7 @@ async fn an_acknowledged_lease_is_never_requeued<F: Fixture>(fx: &F) {
     // Queued and parked runs are not requeued either (nobody holds them).
     admit(&s, "queued", "s2", None, NOW).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     assert_eq!(
         requeue(&s, NOW + 10_000, NOW + 10_000, 10).await.unwrap(),
         vec![]

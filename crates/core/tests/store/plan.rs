@@ -1,5 +1,5 @@
 //! Query plans on SQLite (the engine D1 runs): every reaper, runner, ledger and list statement is
-//! served by an index, never a full scan of `task_run`, `run_event`, `checkpoint`, `steer_message`,
+//! served by an index, never a full scan of `task_run`, `run_event`, `gate_checkpoint`, `steer_message`,
 //! `task_active` or `leader_run` (the claim sweep included: it examines one window of claims by
 //! primary key), and ordered queries never sort in a temp B-tree.
 
@@ -34,13 +34,12 @@ fn plan(fx: &SqliteFx, stmt: &Stmt) -> Vec<String> {
 }
 
 /// Table names and the aliases the statements give them.
-const GUARDED: [&str; 12] = [
+const GUARDED: [&str; 11] = [
     "task_run",
     "tr",
     "run_event",
-    "checkpoint",
+    "gate_checkpoint",
     "ck",
-    "pending",
     "steer_message",
     "task_active",
     "ta",
@@ -110,8 +109,14 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     ];
     let mut reapers: Vec<(&str, Stmt)> = vec![];
     for (name, batch) in reaper_batches {
-        // The whole batch: the write, the read-back of the reaped runs, the release of their claims.
-        assert_eq!(batch.len(), claim_sql::REAP_CLAIM_DELETE + 1, "{name}");
+        // The whole batch: the write, the read-back of the reaped runs, the release of their claims
+        // (and, for parked runs, their `done` events and the expiry of their gates).
+        let want = if name == "reap_stale" {
+            claim_sql::REAP_CLAIM_DELETE + 1
+        } else {
+            claim_sql::REAP_GATE_EXPIRE + 1
+        };
+        assert_eq!(batch.len(), want, "{name}");
         let stamp = plan(&fx, &batch[claim_sql::REAP_CLAIM_STAMP]);
         assert!(
             stamp.iter().any(|l| l.contains("uq_task_active_task"))
