@@ -2926,3 +2926,754 @@ async fn the_tick_log_keeps_only_the_newest_ticks_newest_first<F: Fixture>(fx: &
         .await
         .is_err());
 }
+
+every_dialect!(
+    a_park_is_fenced_by_the_lease_epoch_and_its_holder,
+    a_session_holds_at_most_one_pending_gate,
+    of_two_concurrent_deciders_exactly_one_wins,
+    deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch,
+    wake_completes_the_parked_run_with_its_card_and_frees_the_session,
+    a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lost_race,
+    cancel_and_terminal_writes_void_the_pending_gate,
+    no_read_returns_the_token_or_its_digest,
+    the_next_lease_carries_the_decision_until_the_run_parks_again,
+    pending_gates_are_listed_oldest_first_by_owner_in_bounded_pages,
+);
+
+/// A park by `runner` under `lease_epoch` (every field a test varies is a parameter).
+#[allow(clippy::too_many_arguments)]
+fn park_of<'a>(
+    task: &'a str,
+    lease_epoch: i64,
+    runner: &'a str,
+    checkpoint_id: &'a str,
+    kind: &'a str,
+    card: &'a str,
+    event: &'a str,
+    now: i64,
+) -> Park<'a> {
+    Park {
+        task_id: task,
+        lease_epoch,
+        runner_id: runner,
+        checkpoint_id,
+        gate_kind: kind,
+        status: gate::park_status(kind).unwrap(),
+        card_json: card,
+        event_json: event,
+        expires_at: Some(now + 60_000),
+        now,
+    }
+}
+
+async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let id = gate::checkpoint_id(b"token-1");
+    let card = r#"{"plan":"three steps"}"#;
+    let event = gate::park_event_data(
+        "plan_review",
+        &serde_json::from_str(card).unwrap(),
+        Some(NOW + 2 + 60_000),
+    );
+    for (epoch, runner) in [(e + 1, "r1"), (e - 1, "r1"), (0, "r1"), (e, "r2")] {
+        assert_eq!(
+            s.park(&park_of(
+                "t1",
+                epoch,
+                runner,
+                &id,
+                "plan_review",
+                card,
+                &event,
+                NOW + 2
+            ))
+            .await
+            .unwrap(),
+            Parked::LeaseLost,
+            "epoch {epoch}, runner {runner}"
+        );
+    }
+    // Nothing was written by the refused parks.
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.held_by.as_deref(), run.last_seq),
+        ("running", Some("r1"), 0)
+    );
+    assert!(s.events_after("t1", 0, 10).await.unwrap().is_empty());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+
+    let parked = s
+        .park(&park_of(
+            "t1",
+            e,
+            "r1",
+            &id,
+            "plan_review",
+            card,
+            &event,
+            NOW + 2,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(parked, Parked::Parked { seq: 1 });
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.held_by,
+            run.last_seq,
+            run.updated_at
+        ),
+        ("needs_review", None, 1, NOW + 2)
+    );
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t1"),
+        "the claim stays"
+    );
+    let events = s.events_after("t1", 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].seq, events[0].kind.as_str()),
+        (1, "needs_review")
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&events[0].data).unwrap(),
+        serde_json::json!({
+            "gate": {"kind": "plan_review", "card": {"plan": "three steps"}},
+            "expiresAt": NOW + 2 + 60_000
+        })
+    );
+    let pending = s.pending_gate("s1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            pending.task_id.as_str(),
+            pending.kind.as_str(),
+            pending.expires_at,
+            pending.created_at
+        ),
+        ("t1", "plan_review", Some(NOW + 2 + 60_000), NOW + 2)
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&pending.card).unwrap(),
+        serde_json::json!({"plan": "three steps"})
+    );
+    // The parked leg's lease is over: parking again, appending or finishing writes nothing.
+    let again = gate::checkpoint_id(b"token-2");
+    assert_eq!(
+        s.park(&park_of(
+            "t1",
+            e,
+            "r1",
+            &again,
+            "plan_review",
+            card,
+            &event,
+            NOW + 3
+        ))
+        .await
+        .unwrap(),
+        Parked::LeaseLost
+    );
+    assert_eq!(
+        append(&s, "t1", e, "r1", &[event_x()], NOW + 3)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    assert_eq!(s.events_after("t1", 0, 10).await.unwrap().len(), 1);
+}
+
+fn event_x() -> NewEvent<'static> {
+    NewEvent {
+        kind: "x",
+        data: "{}",
+        event_id: None,
+    }
+}
+
+async fn a_session_holds_at_most_one_pending_gate<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "tool_approval", None, NOW).await,
+        Parked::Parked { seq: 1 }
+    ));
+    // Out of band, the run is driven again while its gate is still pending (the store never leaves
+    // this shape; an operator's manual write could). A second park in the session is refused whole.
+    fx.raw(
+        "UPDATE task_run SET status = 'running', held_by = 'r2', lease_epoch = lease_epoch + 1 \
+         WHERE task_id = 't1'",
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    let out = park_gate(fx, &s, "t1", "human", None, NOW + 1).await;
+    let Parked::GatePending(Some(first)) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (first.task_id.as_str(), first.kind.as_str()),
+        ("t1", "tool_approval")
+    );
+    let after = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (after.status.as_str(), after.last_seq, after.held_by),
+        ("running", run.last_seq, Some("r2".to_owned())),
+        "nothing written"
+    );
+    assert_eq!(s.events_after("t1", 0, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        s.list_pending_gates(&ListScope::All, Some("s1"), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn of_two_concurrent_deciders_exactly_one_wins<F: Fixture + Sync>(fx: &F) {
+    for round in 0..6 {
+        let (task, session) = (format!("race{round}"), format!("s{round}"));
+        admit(&fx.store(), &task, &session, None, NOW).await;
+        park_gate(fx, &fx.store(), &task, "tool_approval", None, NOW).await;
+        // Even rounds: both approve; odd rounds: one approves, one denies.
+        let decisions = if round % 2 == 0 {
+            [Decision::Approve, Decision::Approve]
+        } else {
+            [Decision::Approve, Decision::Deny]
+        };
+        let barrier = std::sync::Barrier::new(2);
+        let outcomes: Vec<Decided> = std::thread::scope(|scope| {
+            let handles: Vec<_> = decisions
+                .iter()
+                .map(|decision| {
+                    let (barrier, session) = (&barrier, &session);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(decide(
+                            &store,
+                            DecidePath::Approvals,
+                            GateScope::Session(session),
+                            *decision,
+                            None,
+                            NOW + 1,
+                        ))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = outcomes
+            .iter()
+            .filter(|o| !matches!(o, Decided::Refused(_)))
+            .collect();
+        assert_eq!(won.len(), 1, "round {round}: {outcomes:?}");
+        assert!(
+            outcomes.contains(&Decided::Refused(Refusal::LostRace)),
+            "round {round}: {outcomes:?}"
+        );
+        let s = fx.store();
+        let run = s.get_run(&task).await.unwrap().unwrap();
+        let kinds: Vec<String> = s
+            .events_after(&task, 0, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        match won[0] {
+            Decided::Resumed { lease_epoch, .. } => {
+                assert_eq!(
+                    (run.status.as_str(), run.lease_epoch),
+                    ("running", *lease_epoch)
+                );
+                assert_eq!(run.lease_epoch, 2, "one bump over the parked leg's lease");
+                assert_eq!(kinds, ["suspended", "resumed"]);
+                assert_eq!(
+                    holder_of(&s, &session).await.as_deref(),
+                    Some(task.as_str())
+                );
+            }
+            Decided::Ended { status, .. } => {
+                assert_eq!(
+                    (run.status.as_str(), *status),
+                    ("cancelled", TerminalStatus::Cancelled)
+                );
+                assert_eq!(kinds, ["suspended", "done"]);
+                assert_eq!(holder_of(&s, &session).await, None);
+            }
+            Decided::Refused(_) => unreachable!(),
+        }
+    }
+}
+
+async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let cases = [
+        (
+            "tool_approval",
+            DecidePath::Approvals,
+            Decision::Deny,
+            "approval.denied",
+        ),
+        (
+            "resource_limit",
+            DecidePath::Resume,
+            Decision::Stop,
+            "resource_limit.stopped",
+        ),
+    ];
+    for (i, (kind, path, decision, code)) in cases.into_iter().enumerate() {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        park_gate(fx, &s, &task, kind, Some(NOW + 1_000), NOW).await;
+        let scope = if path.by_session() {
+            GateScope::Session(&session)
+        } else {
+            GateScope::Task(&task)
+        };
+        let out = decide(&s, path, scope, decision, Some("not now"), NOW + 5).await;
+        assert_eq!(
+            out,
+            Decided::Ended {
+                session_id: session.clone(),
+                task_id: task.clone(),
+                kind: kind.into(),
+                status: TerminalStatus::Cancelled,
+                done_seq: 2,
+            }
+        );
+        let run = s.get_run(&task).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                run.status.as_str(),
+                run.error_code.as_deref(),
+                run.held_by,
+                run.last_seq
+            ),
+            ("cancelled", Some(code), None, 2)
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+            serde_json::json!({"gate": kind, "decision": decision.as_str(), "reason": "not now"})
+        );
+        let events = s.events_after(&task, 0, 10).await.unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!((events[1].seq, events[1].kind.as_str()), (2, "done"));
+        let done: serde_json::Value = serde_json::from_str(&events[1].data).unwrap();
+        assert_eq!(
+            (done["status"].as_str(), done["errorCode"].as_str()),
+            (Some("cancelled"), Some(code))
+        );
+        assert_eq!(holder_of(&s, &session).await, None, "claim released");
+        assert_eq!(s.pending_gate(&session).await.unwrap(), None);
+        // A repeat lost to the decision that ended the run; a terminal run is never leased.
+        assert_eq!(
+            decide(&s, path, scope, decision, None, NOW + 6).await,
+            Decided::Refused(Refusal::LostRace)
+        );
+        admit(&s, &format!("next{i}"), &session, None, NOW + 7).await;
+    }
+    assert_eq!(
+        s.lease("r1", NOW + 8, 8).await.unwrap().unwrap().task_id,
+        "next0"
+    );
+}
+
+async fn wake_completes_the_parked_run_with_its_card_and_frees_the_session<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    park_gate(fx, &s, "t1", "task_done", None, NOW).await;
+    assert_eq!(status_of(&s, "t1").await, "suspended");
+    let out = decide(
+        &s,
+        DecidePath::Wake,
+        GateScope::Session("s1"),
+        Decision::Wake,
+        None,
+        NOW + 1,
+    )
+    .await;
+    assert_eq!(
+        out,
+        Decided::Ended {
+            session_id: "s1".into(),
+            task_id: "t1".into(),
+            kind: "task_done".into(),
+            status: TerminalStatus::Completed,
+            done_seq: 2,
+        }
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.status.as_str(), run.error_code), ("completed", None));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+        serde_json::json!({"ask": "task_done for t1"})
+    );
+    let done = &s.events_after("t1", 0, 10).await.unwrap()[1];
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&done.data).unwrap(),
+        serde_json::json!({"status": "completed", "result": {"ask": "task_done for t1"}})
+    );
+    // The session is free for the new run the object admits next.
+    assert_eq!(holder_of(&s, "s1").await, None);
+    admit(&s, "t2", "s1", None, NOW + 2).await;
+    // A second wake finds the woken task settled by the first.
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Wake,
+            GateScope::Session("s1"),
+            Decision::Wake,
+            None,
+            NOW + 3
+        )
+        .await,
+        Decided::Refused(Refusal::LostRace)
+    );
+}
+
+async fn a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lost_race<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let approvals = |session: &'static str, now: i64| {
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session(session),
+            Decision::Approve,
+            None,
+            now,
+        )
+    };
+    // Nothing ever parked.
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert_eq!(
+        approvals("s1", NOW).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    assert_eq!(
+        approvals("nowhere", NOW).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // A pending plan review: the approvals and resume paths name its own path.
+    park_gate(fx, &s, "t1", "plan_review", Some(NOW + 100), NOW).await;
+    let wrong = Decided::Refused(Refusal::WrongKind {
+        kind: "plan_review".into(),
+        decide_path: Some("/v1/assistant/tasks/t1/plan_review".into()),
+    });
+    assert_eq!(approvals("s1", NOW + 1).await, wrong);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Resume,
+            GateScope::Task("t1"),
+            Decision::Continue,
+            None,
+            NOW + 1
+        )
+        .await,
+        wrong
+    );
+    // Past its deadline (the reaper has not run yet): expired, and nothing is written.
+    let review = |now: i64| {
+        decide(
+            &s,
+            DecidePath::PlanReview,
+            GateScope::Task("t1"),
+            Decision::Approve,
+            None,
+            now,
+        )
+    };
+    assert_eq!(review(NOW + 100).await, Decided::Refused(Refusal::Expired));
+    assert_eq!(status_of(&s, "t1").await, "needs_review");
+    assert!(s.pending_gate("s1").await.unwrap().is_some());
+    // In time: resumed; then a second decision lost the race.
+    assert!(matches!(review(NOW + 99).await, Decided::Resumed { .. }));
+    assert_eq!(review(NOW + 99).await, Decided::Refused(Refusal::LostRace));
+    // Once the resumed run has completed, nothing is pending any more.
+    let e = s
+        .lease("r1", NOW + 100, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 101))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        review(NOW + 102).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // A run of another session is never reached through this one.
+    admit(&s, "t2", "s2", None, NOW).await;
+    park_gate(fx, &s, "t2", "human", None, NOW).await;
+    assert_eq!(
+        approvals("s1", NOW + 103).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    assert_eq!(status_of(&s, "t2").await, "suspended");
+}
+
+async fn cancel_and_terminal_writes_void_the_pending_gate<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    park_gate(fx, &s, "t1", "human", Some(NOW + 10), NOW).await;
+    let c = s.cancel("t1", NOW + 1).await.unwrap();
+    assert!(c.claim_released);
+    assert_eq!(c.run.unwrap().status, "cancelled");
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session("s1"),
+            Decision::Approve,
+            None,
+            NOW + 2
+        )
+        .await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // The abandoned gate (its deadline long past) neither blocks nor shields a later park: the next
+    // run parks, and only its own deadline decides its expiry.
+    admit(&s, "t2", "s1", None, NOW + 3).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "human", Some(NOW + 1_000), NOW + 3).await,
+        Parked::Parked { .. }
+    ));
+    assert_eq!(fail_parked(&s, NOW + 500, 10).await.unwrap().reaped, vec![]);
+    assert_eq!(s.pending_gate("s1").await.unwrap().unwrap().task_id, "t2");
+    // A terminal write on a parked run voids its gate too.
+    assert!(s
+        .set_terminal(&terminal("t2", TerminalStatus::Failed, NOW + 600))
+        .await
+        .unwrap());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert_eq!(
+        fail_parked(&s, NOW + 2_000, 10).await.unwrap().reaped,
+        vec![]
+    );
+}
+
+async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let token = "tok-4f1c9e-secret";
+    let id = gate::checkpoint_id(token.as_bytes());
+    let card = r#"{"q":"run rm -rf?"}"#;
+    let event = gate::park_event_data(
+        "irreversible_ask",
+        &serde_json::from_str(card).unwrap(),
+        None,
+    );
+    let mut p = park_of(
+        "t1",
+        e,
+        "r1",
+        &id,
+        "irreversible_ask",
+        card,
+        &event,
+        NOW + 1,
+    );
+    p.expires_at = None;
+    assert_eq!(s.park(&p).await.unwrap(), Parked::Parked { seq: 1 });
+    let mut seen = vec![];
+    seen.push(format!("{:?}", s.pending_gate("s1").await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.list_pending_gates(&ListScope::All, None, None, 10)
+            .await
+            .unwrap()
+    ));
+    seen.push(format!("{:?}", s.get_run("t1").await.unwrap()));
+    seen.push(format!("{:?}", s.events_after("t1", 0, 10).await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.park(&p).await.unwrap() // refused: the lease ended
+    ));
+    let decided = decide(
+        &s,
+        DecidePath::Approvals,
+        GateScope::Session("s1"),
+        Decision::Approve,
+        Some("ok"),
+        NOW + 2,
+    )
+    .await;
+    seen.push(format!("{decided:?}"));
+    seen.push(format!("{:?}", s.lease("r2", NOW + 3, 1).await.unwrap()));
+    seen.push(format!("{:?}", s.events_after("t1", 0, 10).await.unwrap()));
+    for text in &seen {
+        assert!(
+            !text.contains(token) && !text.contains(&id),
+            "a read leaked the token or its digest: {text}"
+        );
+    }
+    assert!(seen[0].contains("irreversible_ask"), "{}", seen[0]);
+}
+
+async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let first = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    assert_eq!(
+        first.resume, None,
+        "a run never parked resumes from nothing"
+    );
+    park_gate(fx, &s, "t1", "plan_review", None, NOW + 1).await;
+    let out = decide(
+        &s,
+        DecidePath::PlanReview,
+        GateScope::Task("t1"),
+        Decision::Revise,
+        Some("add tests"),
+        NOW + 2,
+    )
+    .await;
+    let Decided::Resumed { lease_epoch, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(lease_epoch, first.lease_epoch + 1);
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.held_by, run.heartbeat_at),
+        ("running", None, Some(NOW + 2))
+    );
+    let resumed = &s.events_after("t1", 0, 10).await.unwrap()[1];
+    assert_eq!((resumed.seq, resumed.kind.as_str()), (2, "resumed"));
+    let lease = s.lease("r2", NOW + 3, 1).await.unwrap().unwrap();
+    assert_eq!(lease.lease_epoch, lease_epoch + 1);
+    assert_eq!(lease.last_seq, 2);
+    let resume = lease.resume.unwrap();
+    assert_eq!(
+        (
+            resume.kind.as_str(),
+            resume.decision.as_str(),
+            resume.reason.as_deref()
+        ),
+        ("plan_review", "revise", Some("add tests"))
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&resume.card).unwrap(),
+        serde_json::json!({"ask": "plan_review for t1"})
+    );
+    // Re-park: a new gate (a new checkpoint); its decision is what the next lease carries.
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "tool_approval", None, NOW + 4).await,
+        Parked::Parked { seq: 3 }
+    ));
+    assert_eq!(status_of(&s, "t1").await, "suspended");
+    assert_eq!(
+        s.pending_gate("s1").await.unwrap().unwrap().kind,
+        "tool_approval"
+    );
+    approve(&s, "s1", NOW + 5).await;
+    let lease = s.lease("r3", NOW + 6, 1).await.unwrap().unwrap();
+    let resume = lease.resume.unwrap();
+    assert_eq!(
+        (
+            resume.kind.as_str(),
+            resume.decision.as_str(),
+            resume.reason
+        ),
+        ("tool_approval", "approve", None)
+    );
+    // A requeued lease carries the same decision again.
+    let id = unique("tick");
+    let requeued = s
+        .requeue_unacked_leases(
+            &Tick {
+                id: &id,
+                now: NOW + 100,
+                limit: 10,
+            },
+            NOW + 50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(requeued, pairs(&[("s1", "t1")]));
+    let again = s.lease("r4", NOW + 101, 1).await.unwrap().unwrap();
+    assert_eq!(again.resume.unwrap().kind, "tool_approval");
+}
+
+async fn pending_gates_are_listed_oldest_first_by_owner_in_bounded_pages<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, owner) in [
+        Some("alice"),
+        Some("bob"),
+        Some("alice"),
+        None,
+        Some("alice"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, owner, NOW).await;
+        park_gate(fx, &s, &task, "human", None, NOW + 10 - i as i64 % 2).await;
+    }
+    // A settled gate is not listed.
+    approve(&s, "s4", NOW + 20).await;
+    let sessions = |v: Vec<sema_core::store::PendingGate>| {
+        v.into_iter().map(|g| g.session_id).collect::<Vec<_>>()
+    };
+    // alice: s0 (t=10), s2 (t=10); s4 settled. Ties broken by session id.
+    let alice = ListScope::Owner(Some("alice"));
+    let page = s.list_pending_gates(&alice, None, None, 1).await.unwrap();
+    assert_eq!(sessions(page.clone()), ["s0"]);
+    let cursor = (page[0].created_at, page[0].session_id.as_str());
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&alice, None, Some(cursor), 10)
+                .await
+                .unwrap()
+        ),
+        ["s2"]
+    );
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::Owner(None), None, None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s3"]
+    );
+    // Operators see every pending gate: s1 and s3 parked at t=9, s0 and s2 at t=10.
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::All, None, None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s1", "s3", "s0", "s2"]
+    );
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::Owner(Some("bob")), Some("s1"), None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s1"]
+    );
+    assert!(s
+        .list_pending_gates(&ListScope::Owner(Some("bob")), Some("s0"), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}

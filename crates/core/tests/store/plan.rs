@@ -5,8 +5,8 @@
 
 use crate::harness::{Fixture, SqliteFx};
 use sema_core::sql::{
-    claim_sql, event_sql, event_sql::NewEvent, leader_sql, run_sql, run_sql::ListScope, runner_sql,
-    Dialect, SqlValue, Stmt,
+    claim_sql, event_sql, event_sql::NewEvent, gate_sql, leader_sql, run_sql, run_sql::ListScope,
+    runner_sql, Dialect, SqlValue, Stmt,
 };
 use sema_core::{run::RunSnapshot, status::TerminalStatus};
 
@@ -265,6 +265,69 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         .into_iter()
         .map(|s| ("append", s)),
     );
+    // Gates: the park, both decisions, the reads by session and task, the void, the lease's resume.
+    runner.extend(
+        gate_sql::park(
+            d,
+            &gate_sql::Park {
+                task_id: "t",
+                lease_epoch: 1,
+                runner_id: "r",
+                checkpoint_id: "c",
+                gate_kind: "human",
+                status: sema_core::status::ParkStatus::Suspended,
+                card_json: "{}",
+                event_json: "{}",
+                expires_at: None,
+                now: 1,
+            },
+        )
+        .into_iter()
+        .map(|s| ("park", s)),
+    );
+    for effect in [
+        gate_sql::Effect::Resume { event_json: "{}" },
+        gate_sql::Effect::End {
+            status: TerminalStatus::Cancelled,
+            result_json: None,
+            error: None,
+            error_code: None,
+            done_json: "{}",
+        },
+    ] {
+        runner.extend(
+            gate_sql::resolve(
+                d,
+                &gate_sql::ResolveWrite {
+                    checkpoint_id: "c",
+                    task_id: "t",
+                    resolution_id: "rid",
+                    decision: "approve",
+                    reason: None,
+                    effect,
+                    now: 1,
+                },
+            )
+            .into_iter()
+            .map(|s| ("resolve", s)),
+        );
+    }
+    runner.push(("pending_gate", gate_sql::pending_gate(d, "s")));
+    runner.push((
+        "latest_gate session",
+        gate_sql::latest_gate(d, gate_sql::GateScope::Session("s")),
+    ));
+    runner.push((
+        "latest_gate task",
+        gate_sql::latest_gate(d, gate_sql::GateScope::Task("t")),
+    ));
+    runner.push(("void_pending_of", gate_sql::void_pending_of(d, "t", 1)));
+    runner.push(("resume_of", gate_sql::resume_of(d, "t", "r")));
+    runner.extend(
+        run_sql::cancel(d, "t", 1)
+            .into_iter()
+            .map(|s| ("cancel", s)),
+    );
     for (name, stmt) in &runner {
         assert_indexed(name, &plan(&fx, stmt), false);
     }
@@ -299,6 +362,12 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             format!("list_sessions {scope:?}"),
             run_sql::list_sessions(d, &scope, Some((5, "s")), 51),
         ));
+        for cursor in [Some((5, "s")), None] {
+            lists.push((
+                format!("list_pending {scope:?} {cursor:?}"),
+                gate_sql::list_pending(d, &scope, None, cursor, 51),
+            ));
+        }
     }
     for (name, stmt) in &lists {
         assert_indexed(name, &plan(&fx, stmt), true);
