@@ -30,11 +30,17 @@ pub enum ErrorCode {
     TooManyStreams,
     SteerQueueFull,
     HeaderTooLarge,
+    GateNotToolApproval,
+    GateNotPlanReview,
+    GateNotResumable,
+    WakeGatePending,
+    GateExpired,
+    NotResumable,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 25] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -54,6 +60,12 @@ impl ErrorCode {
         Self::TooManyStreams,
         Self::SteerQueueFull,
         Self::HeaderTooLarge,
+        Self::GateNotToolApproval,
+        Self::GateNotPlanReview,
+        Self::GateNotResumable,
+        Self::WakeGatePending,
+        Self::GateExpired,
+        Self::NotResumable,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -78,6 +90,12 @@ impl ErrorCode {
             Self::TooManyStreams => "too_many_streams",
             Self::SteerQueueFull => "steer.queue_full",
             Self::HeaderTooLarge => "header_too_large",
+            Self::GateNotToolApproval => "gate_not_tool_approval",
+            Self::GateNotPlanReview => "gate_not_plan_review",
+            Self::GateNotResumable => "gate_not_resumable",
+            Self::WakeGatePending => "wake.gate_pending",
+            Self::GateExpired => "gate_expired",
+            Self::NotResumable => "not_resumable",
         }
     }
 
@@ -93,7 +111,13 @@ impl ErrorCode {
             | Self::TaskIdTaken
             | Self::DuplicateEventId
             | Self::RunNotRunning
-            | Self::LeaseLost => 409,
+            | Self::LeaseLost
+            | Self::GateNotToolApproval
+            | Self::GateNotPlanReview
+            | Self::GateNotResumable
+            | Self::WakeGatePending
+            | Self::NotResumable => 409,
+            Self::GateExpired => 410,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,

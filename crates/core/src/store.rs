@@ -13,7 +13,7 @@
 //! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
 //! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal`, `fail_if_unchanged` |
 //! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
-//! | [`GateStore`] | human gates and resume legs | `park`, `add_checkpoint`, `mark_resuming`, `request_cancel`, `is_cancel_requested` |
+//! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
 //!
@@ -29,20 +29,22 @@
 //! acknowledges the lease (`lease_acked = 1`) and refreshes `heartbeat_at`, the run's evidence of life.
 
 use crate::{
+    gate::{self, CheckpointStatus, DecidePath, Decided, Decision, GateSeen},
     idempotency::IdempotencyBinding,
     leader::{self, LeaderFinish, LeaderRunRecord},
     run::RunRow,
     sql::{
-        claim_sql, event_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql, runner_sql,
-        DbError, Dialect, Outcome, Row, Stmt,
+        claim_sql, event_sql, gate_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql,
+        runner_sql, DbError, Dialect, Outcome, Row, Stmt,
     },
     wire::objective_preview,
 };
 
 pub use crate::run::RunSnapshot;
 pub use crate::sql::{
-    claim_sql::{NewCheckpoint, StaleCutoffs, SweepWindow, Tick, TickRecord},
+    claim_sql::{StaleCutoffs, SweepWindow, Tick, TickRecord},
     event_sql::{Append, NewEvent},
+    gate_sql::{GateScope, Park},
     run_sql::{GuardedFail, ListScope, NewRun, Takeover, Terminal},
     runner_sql::{Finish, Heartbeat, NewSteer},
 };
@@ -171,6 +173,61 @@ pub struct Lease {
     /// JSON object text.
     pub meta: String,
     pub last_seq: i64,
+    /// The decision this run resumes from (its latest resolved gate), `None` for a run never parked.
+    /// Every lease of the run carries it until the run parks again.
+    pub resume: Option<Resume>,
+}
+
+/// The decision a resumed run's lease carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    pub kind: String,
+    /// The gate's card, JSON object text.
+    pub card: String,
+    pub decision: String,
+    /// The reason, or a plan review's feedback.
+    pub reason: Option<String>,
+}
+
+/// A pending gate as clients may see it: never its checkpoint id or token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingGate {
+    pub session_id: String,
+    pub task_id: String,
+    pub kind: String,
+    /// JSON object text.
+    pub card: String,
+    /// `None`: never expires. A gate past its deadline stays pending until the reaper fails its run;
+    /// compare with `now`.
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+}
+
+/// The outcome of [`GateStore::park`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parked {
+    /// Parked; the park event's seq.
+    Parked { seq: i64 },
+    /// The lease epoch or holder no longer matches (or the run is not running): nothing written.
+    LeaseLost,
+    /// The session already has a pending gate (the one read after the refusal, when still there):
+    /// nothing written.
+    GatePending(Option<PendingGate>),
+}
+
+/// A decide attempt ([`GateStore::resolve_gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolve<'a> {
+    pub path: DecidePath,
+    /// The session (approvals, wake) or the run (plan review, resume) the path names.
+    pub scope: GateScope<'a>,
+    /// One of `path.decisions()` (the caller validated the body with [`gate::DecideBody`]).
+    pub decision: Decision,
+    /// A reason, or a plan review's feedback.
+    pub reason: Option<&'a str>,
+    /// Fresh per attempt (e.g. a UUIDv7): names the checkpoint this attempt resolves.
+    pub resolution_id: &'a str,
+    pub now: i64,
 }
 
 /// What a heartbeat returns to the lease holder.
@@ -376,14 +433,36 @@ pub trait RunnerStore {
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>>;
 }
 
-/// Human gates: parking a run, its checkpoints, resuming it, and the owner-checked cancel flag.
+/// Human gates (SPEC-api §5.3–§5.6): the runner's park, a client's decision, reads of pending gates,
+/// and the owner-checked cancel flag. A gate is pending exactly while its run is parked (see
+/// [`gate_sql`]); every method that changes state is one batch.
 #[allow(async_fn_in_trait)]
 pub trait GateStore {
-    /// Parks a running run. True when it was running.
-    async fn park(&self, task_id: &str, status: ParkStatus, now: i64) -> Result<bool>;
-    async fn add_checkpoint(&self, c: &NewCheckpoint<'_>) -> Result<()>;
-    /// Compare-and-set parked → running; the new lease epoch, or `None` if it was not parked.
-    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>>;
+    /// Parks a running run on a gate, one batch fenced by the lease epoch and its holder: the run
+    /// becomes `p.status` with no holder (the claim stays), the checkpoint is recorded pending, and a
+    /// park event (type = the park word) is appended at `last_seq + 1`. Refused, writing nothing,
+    /// when the lease no longer holds (`LeaseLost`; an epoch below 1 without a query) or the session
+    /// already has a pending gate (`GatePending`, a UNIQUE key is the judge).
+    async fn park(&self, p: &Park<'_>) -> Result<Parked>;
+    /// Resolves the gate in `r.scope` by compare-and-set: the first attempt wins; the run resumes
+    /// (`running`, unheld, epoch + 1, a `resumed` event; its next lease carries the decision) or, on
+    /// `deny` / `stop` / `wake`, ends (terminal, `done` appended, claim released), one batch. A refused
+    /// attempt writes nothing and says why: nothing pending, a pending gate of another kind (with its
+    /// path), expired, or already decided (a lost race). One read before the batch; a lost
+    /// compare-and-set reads once more to say why.
+    async fn resolve_gate(&self, r: &Resolve<'_>) -> Result<Decided>;
+    /// The session's pending gate (kind, task, card, deadline; never the token or its digest),
+    /// whether or not its deadline has passed.
+    async fn pending_gate(&self, session_id: &str) -> Result<Option<PendingGate>>;
+    /// A page of pending gates, oldest first, strictly after `cursor` = `(created_at, session_id)`;
+    /// `scope` filters by owner (operators: [`ListScope::All`]), `session_id` narrows to one session.
+    async fn list_pending_gates(
+        &self,
+        scope: &ListScope<'_>,
+        session_id: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<PendingGate>>;
     /// Sets the cancel flag; false for a missing run or an owner mismatch (no existence oracle).
     async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool>;
     async fn is_cancel_requested(&self, task_id: &str, owner: Option<&str>) -> Result<bool>;
@@ -410,9 +489,10 @@ pub trait ReaperStore {
         tick: &Tick<'_>,
         ack_cutoff: i64,
     ) -> Result<Vec<SessionTask>>;
-    /// Fails parked runs whose checkpoint expired with none pending (`approval.expired`).
+    /// Fails parked runs whose pending gate's deadline passed (`approval.expired`): each run's
+    /// `done` event is appended, its claim released and its gate marked expired, in the same batch.
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport>;
-    /// Fails parked runs not updated since before `cutoff` (`approval.timeout`).
+    /// Fails parked runs not updated since before `cutoff` (`approval.timeout`), as above.
     async fn reap_parked_older_than(&self, tick: &Tick<'_>, cutoff: i64) -> Result<ReapReport>;
     /// One window of the claim sweep, one batch: examines at most `window.limit` claims in
     /// `session_id` order after `window.after`, releases those whose run is terminal or has no row,
@@ -548,6 +628,49 @@ fn session_row(row: &Row) -> Result<SessionRow> {
         owner: get_opt_str(row, "owner").map_err(corrupt)?,
         created_at: get_i64(row, "created_at").map_err(corrupt)?,
         updated_at: get_i64(row, "updated_at").map_err(corrupt)?,
+    })
+}
+
+fn pending_gate_row(row: &Row) -> Result<PendingGate> {
+    Ok(PendingGate {
+        session_id: get_str(row, "session_id").map_err(corrupt)?,
+        task_id: get_str(row, "task_id").map_err(corrupt)?,
+        kind: get_str(row, "gate_kind").map_err(corrupt)?,
+        card: get_str(row, "card").map_err(corrupt)?,
+        expires_at: opt_i64(row, "expires_at")?,
+        created_at: get_i64(row, "created_at").map_err(corrupt)?,
+    })
+}
+
+fn opt_i64(row: &Row, col: &str) -> Result<Option<i64>> {
+    match row.get(col) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(_) => get_i64(row, col).map(Some).map_err(corrupt),
+    }
+}
+
+/// The latest gate in a decide attempt's scope, with what stays inside the store.
+struct SeenGate {
+    seen: GateSeen,
+    checkpoint_id: String,
+    card: String,
+}
+
+fn seen_gate(row: &Row) -> Result<SeenGate> {
+    let status = get_str(row, "status").map_err(corrupt)?;
+    Ok(SeenGate {
+        seen: GateSeen {
+            session_id: get_str(row, "session_id").map_err(corrupt)?,
+            task_id: get_str(row, "task_id").map_err(corrupt)?,
+            kind: get_str(row, "gate_kind").map_err(corrupt)?,
+            status: CheckpointStatus::parse(&status)
+                .ok_or_else(|| corrupt(format!("checkpoint status {status:?}")))?,
+            expires_at: opt_i64(row, "expires_at")?,
+            decision: get_opt_str(row, "decision").map_err(corrupt)?,
+            run_status: get_opt_str(row, "run_status").map_err(corrupt)?,
+        },
+        checkpoint_id: get_str(row, "checkpoint_id").map_err(corrupt)?,
+        card: get_str(row, "card").map_err(corrupt)?,
     })
 }
 
@@ -832,6 +955,18 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             let Some(r) = won else {
                 continue; // another runner won this one
             };
+            let resume = out
+                .get(runner_sql::LEASE_RESUME)
+                .and_then(|o| o.rows.first())
+                .map(|g| -> Result<Resume> {
+                    Ok(Resume {
+                        kind: get_str(g, "gate_kind").map_err(corrupt)?,
+                        card: get_str(g, "card").map_err(corrupt)?,
+                        decision: get_str(g, "decision").map_err(corrupt)?,
+                        reason: get_opt_str(g, "reason").map_err(corrupt)?,
+                    })
+                })
+                .transpose()?;
             return Ok(Some(Lease {
                 task_id: get_str(r, "task_id").map_err(corrupt)?,
                 session_id: get_str(r, "session_id").map_err(corrupt)?,
@@ -839,6 +974,7 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
                 objective: get_str(r, "objective").map_err(corrupt)?,
                 meta: get_str(r, "meta").map_err(corrupt)?,
                 last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
+                resume,
             }));
         }
         Ok(None)
@@ -877,30 +1013,138 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
 }
 
 impl<E: Executor> GateStore for SqlStore<E> {
-    async fn park(&self, task_id: &str, status: ParkStatus, now: i64) -> Result<bool> {
-        Ok(self
-            .exec
-            .run(&run_sql::park(self.d(), task_id, status, now))
+    async fn park(&self, p: &Park<'_>) -> Result<Parked> {
+        if p.lease_epoch < 1 {
+            return Ok(Parked::LeaseLost);
+        }
+        match self.exec.batch(&gate_sql::park(self.d(), p)).await {
+            Ok(out) => Ok(match won(&out, gate_sql::PARK_WRITE, None, "parked run")? {
+                Some(row) => Parked::Parked {
+                    seq: get_i64(row, "last_seq").map_err(corrupt)?,
+                },
+                None => Parked::LeaseLost,
+            }),
+            // The only key a park can collide on: the session's one pending gate (the checkpoint id
+            // is a fresh digest, `(task_id, park_seq)` follows the advanced counter).
+            Err(DbError::Duplicate { table }) if table == "gate_checkpoint" => {
+                let session = self
+                    .first(run_sql::select_run(self.d(), p.task_id))
+                    .await?
+                    .map(|r| get_str(&r, "session_id").map_err(corrupt))
+                    .transpose()?;
+                Ok(Parked::GatePending(match session {
+                    Some(s) => self.pending_gate(&s).await?,
+                    None => None,
+                }))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn resolve_gate(&self, r: &Resolve<'_>) -> Result<Decided> {
+        debug_assert!(r.path.decisions().contains(&r.decision));
+        let d = self.d();
+        let seen = self
+            .first(gate_sql::latest_gate(d, r.scope))
             .await?
-            .changes
-            == 1)
+            .map(|row| seen_gate(&row))
+            .transpose()?;
+        if let Err(refusal) = gate::judge(r.path, seen.as_ref().map(|s| &s.seen), r.now) {
+            return Ok(Decided::Refused(refusal));
+        }
+        let Some(seen) = seen else {
+            return Ok(Decided::Refused(gate::Refusal::NothingPending));
+        };
+        let kind = seen.seen.kind.clone();
+        let resumed_json;
+        let end;
+        let effect = match r.decision.ending() {
+            None => {
+                resumed_json = gate::resumed_event_data(&kind, r.decision, r.reason);
+                gate_sql::Effect::Resume {
+                    event_json: &resumed_json,
+                }
+            }
+            Some(ending) => {
+                end = gate::end_run(ending, &kind, r.decision, r.reason, &seen.card);
+                gate_sql::Effect::End {
+                    status: end.status,
+                    result_json: end.result_json.as_deref(),
+                    error: end.error,
+                    error_code: end.error_code,
+                    done_json: &end.done_json,
+                }
+            }
+        };
+        let write = gate_sql::ResolveWrite {
+            checkpoint_id: &seen.checkpoint_id,
+            task_id: &seen.seen.task_id,
+            resolution_id: r.resolution_id,
+            decision: r.decision.as_str(),
+            reason: r.reason,
+            effect,
+            now: r.now,
+        };
+        let out = self.exec.batch(&gate_sql::resolve(d, &write)).await?;
+        let Some(row) = won(
+            &out,
+            gate_sql::RESOLVE_CAS,
+            Some(gate_sql::RESOLVE_READ),
+            "resolved run",
+        )?
+        else {
+            // Lost the compare-and-set: say why from a fresh read; a gate that still looks
+            // resolvable was taken by a concurrent attempt a moment ago.
+            let again = self
+                .first(gate_sql::latest_gate(d, r.scope))
+                .await?
+                .map(|row| seen_gate(&row))
+                .transpose()?;
+            let refusal = gate::judge(r.path, again.as_ref().map(|s| &s.seen), r.now)
+                .err()
+                .unwrap_or(gate::Refusal::LostRace);
+            return Ok(Decided::Refused(refusal));
+        };
+        let (session_id, task_id) = (seen.seen.session_id, seen.seen.task_id);
+        Ok(match r.decision.ending() {
+            None => Decided::Resumed {
+                session_id,
+                task_id,
+                kind,
+                lease_epoch: get_i64(row, "lease_epoch").map_err(corrupt)?,
+            },
+            Some(ending) => Decided::Ended {
+                session_id,
+                task_id,
+                kind,
+                status: ending.status,
+                done_seq: get_i64(row, "last_seq").map_err(corrupt)?,
+            },
+        })
     }
 
-    async fn add_checkpoint(&self, c: &NewCheckpoint<'_>) -> Result<()> {
-        self.exec
-            .run(&claim_sql::insert_checkpoint(self.d(), c))
-            .await?;
-        Ok(())
-    }
-
-    async fn mark_resuming(&self, task_id: &str, now: i64) -> Result<Option<i64>> {
-        let out = self
-            .exec
-            .batch(&run_sql::mark_resuming(self.d(), task_id, now))
-            .await?;
-        won(&out, 0, Some(1), "resumed run")?
-            .map(|row| get_i64(row, "lease_epoch").map_err(corrupt))
+    async fn pending_gate(&self, session_id: &str) -> Result<Option<PendingGate>> {
+        self.first(gate_sql::pending_gate(self.d(), session_id))
+            .await?
+            .map(|r| pending_gate_row(&r))
             .transpose()
+    }
+
+    async fn list_pending_gates(
+        &self,
+        scope: &ListScope<'_>,
+        session_id: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<PendingGate>> {
+        let stmt = gate_sql::list_pending(self.d(), scope, session_id, cursor, limit);
+        self.exec
+            .run(&stmt)
+            .await?
+            .rows
+            .iter()
+            .map(pending_gate_row)
+            .collect()
     }
 
     async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool> {

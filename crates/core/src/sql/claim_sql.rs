@@ -268,19 +268,63 @@ pub fn requeue_unacked_leases(d: Dialect, tick: &Tick<'_>, ack_cutoff: i64) -> V
     ]
 }
 
-/// Fails parked runs whose session has an expired checkpoint and no pending one (at most `limit`),
-/// with `approval.expired`. A checkpoint is expired once `expires_at <= now`.
+/// Index, in the parked-run reapers' batches ([`fail_parked_with_expired_checkpoint`],
+/// [`reap_parked_older_than`]), of the `done` events appended for the reaped runs.
+pub const REAP_DONE: usize = REAP_CLAIM_DELETE + 1;
+/// Index, in the parked-run reapers' batches, of the expiry of the reaped runs' pending gates.
+pub const REAP_GATE_EXPIRE: usize = REAP_CLAIM_DELETE + 2;
+
+/// The `done` event's data for a run a parked-run reaper failed: `{status, error, errorCode}`.
+fn reaped_done_json(error: &str, code: &str) -> String {
+    serde_json::json!({ "status": "failed", "error": error, "errorCode": code }).to_string()
+}
+
+/// A parked-run reaper: [`reaper`]'s batch (the write must also advance `last_seq` by one), then a
+/// `done` event at that seq for each reaped run, then its pending gate marked `expired` (no longer
+/// pending, so a decision on it answers `gate_expired`), all in the one transaction. The reaping
+/// write takes the run rows before the gates are touched, as every gate writer does.
+fn parked_reaper(d: Dialect, tick: &Tick<'_>, write: Stmt, error: &str, code: &str) -> Vec<Stmt> {
+    let mut batch = reaper(d, tick, write);
+    batch.push(Stmt::pick(
+        d,
+        "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+         SELECT task_id, last_seq, 'done', ?3, NULL, ?1 FROM task_run \
+         WHERE status = 'failed' AND updated_at = ?1 AND reap_tick = ?2",
+        "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+         SELECT task_id, last_seq, 'done', $3::jsonb, NULL, $1::bigint FROM task_run \
+         WHERE status = 'failed' AND updated_at = $1::bigint AND reap_tick = $2::varchar",
+        "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+         SELECT task_id, last_seq, 'done', ?3, NULL, ?1 FROM task_run \
+         WHERE status = 'failed' AND updated_at = ?1 AND reap_tick = ?2",
+        vec![
+            tick.now.into(),
+            tick.id.into(),
+            reaped_done_json(error, code).into(),
+        ],
+    ));
+    batch.push(Stmt::portable(
+        d,
+        "UPDATE gate_checkpoint SET status = 'expired', pending_session = NULL, updated_at = ?1 \
+         WHERE status = 'pending' AND task_id IN (SELECT task_id FROM task_run \
+         WHERE status = 'failed' AND updated_at = ?1 AND reap_tick = ?2)",
+        vec![tick.now.into(), tick.id.into()],
+    ));
+    batch
+}
+
+/// Fails parked runs whose pending gate's deadline has passed (`expires_at <= now`), at most
+/// `limit`, with `approval.expired`: the run fails, its `done` event is appended, its claim released
+/// and its gate marked `expired`, one batch. The candidates are found from the gates
+/// (`idx_gate_checkpoint_status_expires`); a gate is pending only while its run is parked, and the
+/// write re-checks the run's status.
 pub fn fail_parked_with_expired_checkpoint(d: Dialect, tick: &Tick<'_>) -> Vec<Stmt> {
     let write = Stmt::portable(
         d,
         "UPDATE task_run SET status = 'failed', error = ?2, error_code = ?3, held_by = NULL, \
-         updated_at = ?1, reap_tick = ?5 \
+         last_seq = last_seq + 1, updated_at = ?1, reap_tick = ?5 \
          WHERE status IN ('suspended','needs_review') AND task_id IN (SELECT task_id FROM \
-         (SELECT tr.task_id FROM task_run tr WHERE tr.status IN ('suspended','needs_review') \
-         AND EXISTS (SELECT 1 FROM checkpoint ck WHERE ck.session_id = tr.session_id \
-         AND ck.status IN ('pending','expired') AND ck.expires_at <= ?1) \
-         AND NOT EXISTS (SELECT 1 FROM checkpoint pending WHERE pending.session_id = tr.session_id \
-         AND pending.status = 'pending' AND pending.expires_at > ?1) LIMIT ?4) AS pick)",
+         (SELECT ck.task_id FROM gate_checkpoint ck WHERE ck.status = 'pending' \
+         AND ck.expires_at <= ?1 ORDER BY ck.expires_at LIMIT ?4) AS pick)",
         vec![
             tick.now.into(),
             APPROVAL_EXPIRED_ERROR.into(),
@@ -289,16 +333,23 @@ pub fn fail_parked_with_expired_checkpoint(d: Dialect, tick: &Tick<'_>) -> Vec<S
             tick.id.into(),
         ],
     );
-    reaper(d, tick, write)
+    parked_reaper(
+        d,
+        tick,
+        write,
+        APPROVAL_EXPIRED_ERROR,
+        APPROVAL_EXPIRED_CODE,
+    )
 }
 
-/// Fails parked runs not updated since before `cutoff` (the APPROVAL_TIMEOUT_SEC leg; only
-/// scheduled when that is > 0), at most `limit`, with `approval.timeout`.
+/// Fails parked runs not updated since before `cutoff` (the APPROVAL_TIMEOUT_SEC leg, for parks
+/// older than the deadlines every park now carries; only scheduled when that is > 0), at most
+/// `limit`, with `approval.timeout`, exactly as [`fail_parked_with_expired_checkpoint`] does.
 pub fn reap_parked_older_than(d: Dialect, tick: &Tick<'_>, cutoff: i64) -> Vec<Stmt> {
     let write = Stmt::portable(
         d,
         "UPDATE task_run SET status = 'failed', error = ?3, error_code = ?4, held_by = NULL, \
-         updated_at = ?2, reap_tick = ?6 \
+         last_seq = last_seq + 1, updated_at = ?2, reap_tick = ?6 \
          WHERE status IN ('suspended','needs_review') AND updated_at < ?1 AND task_id IN (SELECT task_id FROM \
          (SELECT task_id FROM task_run WHERE status IN ('suspended','needs_review') AND updated_at < ?1 LIMIT ?5) AS pick)",
         vec![
@@ -310,37 +361,12 @@ pub fn reap_parked_older_than(d: Dialect, tick: &Tick<'_>, cutoff: i64) -> Vec<S
             tick.id.into(),
         ],
     );
-    reaper(d, tick, write)
-}
-
-/// A checkpoint to record (a parked run's pending gate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NewCheckpoint<'a> {
-    /// The sha256 (hex) of the checkpoint's token.
-    pub checkpoint_id: &'a str,
-    pub session_id: &'a str,
-    pub task_id: &'a str,
-    pub owner: Option<&'a str>,
-    pub gate_kind: &'a str,
-    pub expires_at: i64,
-    pub now: i64,
-}
-
-/// Records a checkpoint as `pending`.
-pub fn insert_checkpoint(d: Dialect, c: &NewCheckpoint<'_>) -> Stmt {
-    Stmt::portable(
+    parked_reaper(
         d,
-        "INSERT INTO checkpoint (checkpoint_id, session_id, task_id, owner, gate_kind, status, expires_at, \
-         created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?7)",
-        vec![
-            c.checkpoint_id.into(),
-            c.session_id.into(),
-            c.task_id.into(),
-            c.owner.into(),
-            c.gate_kind.into(),
-            c.expires_at.into(),
-            c.now.into(),
-        ],
+        tick,
+        write,
+        APPROVAL_TIMEOUT_ERROR,
+        APPROVAL_TIMEOUT_CODE,
     )
 }
 

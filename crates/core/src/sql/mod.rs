@@ -16,6 +16,7 @@
 
 pub mod claim_sql;
 pub mod event_sql;
+pub mod gate_sql;
 pub mod leader_sql;
 pub mod run_sql;
 pub mod runner_sql;
@@ -530,7 +531,6 @@ mod placeholder_tests {
             },
         ));
         v.extend(run_sql::request_cancel(d, "t", None, 1));
-        v.extend(run_sql::mark_resuming(d, "t", 1));
         v.extend(run_sql::delete_by_session(d, "s"));
         v.extend(claim_sql::reap_stale(
             d,
@@ -600,24 +600,49 @@ mod placeholder_tests {
             event_sql::EVENT_PAGE_MAX_BYTES,
         ));
         v.push(event_sql::select_last_seq(d, "t"));
-        v.push(claim_sql::insert_checkpoint(
+        v.extend(gate_sql::park(
             d,
-            &claim_sql::NewCheckpoint {
-                checkpoint_id: "c",
-                session_id: "s",
+            &gate_sql::Park {
                 task_id: "t",
-                owner: None,
+                lease_epoch: 1,
+                runner_id: "r",
+                checkpoint_id: "c",
                 gate_kind: "human",
-                expires_at: 1,
+                status: crate::status::ParkStatus::Suspended,
+                card_json: "{}",
+                event_json: "{}",
+                expires_at: Some(5),
                 now: 1,
             },
         ));
-        v.push(run_sql::park(
-            d,
-            "t",
-            crate::status::ParkStatus::Suspended,
-            1,
-        ));
+        v.push(gate_sql::pending_gate(d, "s"));
+        v.push(gate_sql::latest_gate(d, gate_sql::GateScope::Session("s")));
+        v.push(gate_sql::latest_gate(d, gate_sql::GateScope::Task("t")));
+        v.push(gate_sql::void_pending_of(d, "t", 1));
+        v.push(gate_sql::resume_of(d, "t", "r"));
+        for effect in [
+            gate_sql::Effect::Resume { event_json: "{}" },
+            gate_sql::Effect::End {
+                status: crate::status::TerminalStatus::Cancelled,
+                result_json: Some("{}"),
+                error: Some("e"),
+                error_code: Some("c"),
+                done_json: "{}",
+            },
+        ] {
+            v.extend(gate_sql::resolve(
+                d,
+                &gate_sql::ResolveWrite {
+                    checkpoint_id: "c",
+                    task_id: "t",
+                    resolution_id: "rid",
+                    decision: "approve",
+                    reason: Some("why"),
+                    effect,
+                    now: 1,
+                },
+            ));
+        }
         v.push(run_sql::select_run(d, "t"));
         v.push(run_sql::select_cancel_requested(d, "t", Some("o")));
         v.push(run_sql::release_claim_of(d, "t"));
@@ -677,6 +702,14 @@ mod placeholder_tests {
             ));
             v.push(run_sql::list_runs(d, &scope, None, None, None, 5));
             v.push(run_sql::list_sessions(d, &scope, Some((1, "s")), 5));
+            v.push(gate_sql::list_pending(
+                d,
+                &scope,
+                Some("s"),
+                Some((1, "s")),
+                5,
+            ));
+            v.push(gate_sql::list_pending(d, &scope, None, None, 5));
         }
         v.push(leader_sql::insert(d, "l", Some("k"), None, "p", 1));
         v.push(leader_sql::select_by_id(d, "l"));

@@ -7,7 +7,7 @@
 use super::{Dialect, SqlValue, Stmt};
 use crate::{
     run::RunSnapshot,
-    status::{ParkStatus, TerminalStatus, CANCELLED_BY_USER},
+    status::{TerminalStatus, CANCELLED_BY_USER},
 };
 
 /// Columns of a run as read by [`crate::run::RunRow::from_row`] (PostgreSQL renders JSONB as text).
@@ -206,7 +206,8 @@ pub fn release_claim_of(d: Dialect, task_id: &str) -> Stmt {
 pub const CANCEL_NOW: usize = 0;
 pub const CANCEL_REQUEST: usize = 1;
 pub const CANCEL_RELEASE: usize = 2;
-pub const CANCEL_READ: usize = 3;
+pub const CANCEL_VOID: usize = 3;
+pub const CANCEL_READ: usize = 4;
 
 /// Cancel as one batch:
 /// 1. a parked run, or a running run no runner holds, becomes `cancelled` now (write-once: only from a
@@ -214,7 +215,8 @@ pub const CANCEL_READ: usize = 3;
 /// 2. a running run held by a runner gets `cancel_requested = 1` (the runner finishes it);
 /// 3. the claim is released if this task holds it and its row is terminal or missing (cancel is the
 ///    self-rescue path, so it also frees an orphan claim);
-/// 4. the row is read back.
+/// 4. a parked run's pending gate is voided (abandoned), so it can never answer for a later park;
+/// 5. the row is read back.
 pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
     vec![
         Stmt::portable(
@@ -231,6 +233,7 @@ pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
             vec![task_id.into(), now.into()],
         ),
         release_claim_of(d, task_id),
+        super::gate_sql::void_pending_of(d, task_id, now),
         select_run(d, task_id),
     ]
 }
@@ -247,8 +250,9 @@ pub struct Terminal<'a> {
     pub now: i64,
 }
 
-/// Write-once terminal write, then release of this task's claim (never another task's), one batch.
-/// The first statement changes 1 row exactly when the run was non-terminal.
+/// Write-once terminal write, then release of this task's claim (never another task's) and the void
+/// of its pending gate if it was parked, one batch. The first statement changes 1 row exactly when
+/// the run was non-terminal.
 pub fn set_terminal(d: Dialect, t: &Terminal<'_>) -> Vec<Stmt> {
     vec![
         Stmt::pick(
@@ -269,6 +273,7 @@ pub fn set_terminal(d: Dialect, t: &Terminal<'_>) -> Vec<Stmt> {
             ],
         ),
         release_claim_of(d, t.task_id),
+        super::gate_sql::void_pending_of(d, t.task_id, t.now),
     ]
 }
 
@@ -400,33 +405,6 @@ pub fn select_cancel_requested(d: Dialect, task_id: &str, owner: Option<&str>) -
     )
 }
 
-/// Compare-and-set parked → running for a resume leg, bumping the lease epoch (fencing out any
-/// writer of the previous leg), then reads the epoch back.
-pub fn mark_resuming(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
-    vec![
-        Stmt::portable(
-            d,
-            "UPDATE task_run SET status = 'running', lease_epoch = lease_epoch + 1, held_by = NULL, \
-             heartbeat_at = ?2, updated_at = ?2 WHERE task_id = ?1 AND status IN ('suspended','needs_review')",
-            vec![task_id.into(), now.into()],
-        ),
-        Stmt::portable(
-            d,
-            "SELECT lease_epoch FROM task_run WHERE task_id = ?1",
-            vec![task_id.into()],
-        ),
-    ]
-}
-
-/// Parks a running run on a gate (test and runner support): running → `status`.
-pub fn park(d: Dialect, task_id: &str, status: ParkStatus, now: i64) -> Stmt {
-    Stmt::portable(
-            d,
-            "UPDATE task_run SET status = ?2, held_by = NULL, updated_at = ?3 WHERE task_id = ?1 AND status = 'running'",
-        vec![task_id.into(), status.as_str().into(), now.into()],
-    )
-}
-
 /// Removes a session entirely: its runs' events and steer messages, its checkpoints, its claim, its
 /// runs and the session row, in one batch (no orphan claim can remain).
 pub fn delete_by_session(d: Dialect, session_id: &str) -> Vec<Stmt> {
@@ -434,7 +412,7 @@ pub fn delete_by_session(d: Dialect, session_id: &str) -> Vec<Stmt> {
     vec![
         p("DELETE FROM run_event WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)"),
         p("DELETE FROM steer_message WHERE task_id IN (SELECT task_id FROM task_run WHERE session_id = ?1)"),
-        p("DELETE FROM checkpoint WHERE session_id = ?1"),
+        p("DELETE FROM gate_checkpoint WHERE session_id = ?1"),
         p("DELETE FROM task_active WHERE session_id = ?1"),
         p("DELETE FROM task_run WHERE session_id = ?1"),
         p("DELETE FROM session WHERE session_id = ?1"),
@@ -455,7 +433,7 @@ pub enum ListScope<'a> {
 
 impl ListScope<'_> {
     /// The owner predicate as an equality or `IS NULL`, so every dialect can use an index on it.
-    fn push(&self, b: &mut super::Builder) {
+    pub(crate) fn push(&self, b: &mut super::Builder) {
         match self {
             ListScope::Owner(Some(owner)) => {
                 b.push("owner = ").bind(*owner);

@@ -27,10 +27,12 @@ pub fn lease_candidates(d: Dialect, limit: i64) -> Stmt {
 pub const LEASE_CAS: usize = 0;
 /// Index of the read-back in [`try_lease`]'s batch (a row only if this runner holds the lease).
 pub const LEASE_READ: usize = 1;
+/// Index of the read of the decision the lease resumes from (its latest resolved gate), if any.
+pub const LEASE_RESUME: usize = 2;
 
 /// Compare-and-set: an unheld running run becomes held by `runner_id` under a new epoch, not yet
 /// acknowledged (`lease_acked = 0`; its holder's first heartbeat or append acknowledges it); then the
-/// lease is read back (only if this runner holds it).
+/// lease is read back (only if this runner holds it), with the decision it resumes from (if any).
 pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<Stmt> {
     vec![
         Stmt::portable(
@@ -49,6 +51,7 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
              FROM task_run WHERE task_id = ?1 AND held_by = ?2",
             vec![task_id.into(), runner_id.into()],
         ),
+        super::gate_sql::resume_of(d, task_id, runner_id),
     ]
 }
 

@@ -3,13 +3,14 @@
 use crate::every_dialect;
 use crate::harness::{unique, Fixture};
 use sema_core::{
+    gate::{self, DecidePath, Decided, Decision, Refusal},
     leader::{self, LeaderFinish},
     sql::DbError,
     store::{
-        prelude::*, Append, Appended, CreateRun, Finish, GuardedFail, Heartbeat, ListScope,
-        NewCheckpoint, NewEvent, NewRun, NewSteer, ParkStatus, ReapReport, RunSnapshot,
-        SessionTask, StaleCutoffs, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal,
-        TerminalStatus, Tick, TickRecord,
+        prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
+        ListScope, NewEvent, NewRun, NewSteer, Park, ParkStatus, Parked, ReapReport, Resolve,
+        RunSnapshot, SessionTask, SqlStore, StaleCutoffs, Steered, StoreError, SweepWindow, Swept,
+        Takeover, Terminal, TerminalStatus, Tick, TickRecord,
     },
 };
 
@@ -42,22 +43,98 @@ fn terminal(task: &str, status: TerminalStatus, now: i64) -> Terminal<'_> {
     }
 }
 
-fn checkpoint<'a>(
-    id: &'a str,
-    session: &'a str,
-    task: &'a str,
-    gate_kind: &'a str,
-    expires_at: i64,
+/// Parks `task` on a gate of `kind` as its lease holder would: a running run nobody holds is first
+/// held out of band by runner `parker` (as a lease would, epoch + 1); a held run parks under its
+/// holder's lease. The checkpoint's token is fresh (its digest is the id). Returns the outcome.
+async fn park_gate<F: Fixture>(
+    fx: &F,
+    s: &SqlStore<F::E>,
+    task: &str,
+    kind: &str,
+    expires_at: Option<i64>,
     now: i64,
-) -> NewCheckpoint<'a> {
-    NewCheckpoint {
-        checkpoint_id: id,
-        session_id: session,
+) -> Parked {
+    let run = s.get_run(task).await.unwrap().expect("run exists");
+    if run.held_by.is_none() && run.status == "running" {
+        fx.raw(&format!(
+            "UPDATE task_run SET held_by = 'parker', lease_epoch = lease_epoch + 1 WHERE task_id = '{task}'"
+        ));
+    }
+    let run = s.get_run(task).await.unwrap().unwrap();
+    let card = format!(r#"{{"ask":"{kind} for {task}"}}"#);
+    let event = gate::park_event_data(kind, &serde_json::from_str(&card).unwrap(), expires_at);
+    let token = unique("token");
+    s.park(&Park {
         task_id: task,
-        owner: None,
-        gate_kind,
+        lease_epoch: run.lease_epoch,
+        runner_id: run.held_by.as_deref().unwrap_or("parker"),
+        checkpoint_id: &gate::checkpoint_id(token.as_bytes()),
+        gate_kind: kind,
+        status: gate::park_status(kind).unwrap(),
+        card_json: &card,
+        event_json: &event,
         expires_at,
         now,
+    })
+    .await
+    .unwrap()
+}
+
+/// Parks `task` (see [`park_gate`]) on a `plan_review` gate for `NeedsReview`, a `human` gate
+/// otherwise, without a deadline; true when it parked.
+async fn park<F: Fixture>(
+    fx: &F,
+    s: &SqlStore<F::E>,
+    task: &str,
+    status: ParkStatus,
+    now: i64,
+) -> bool {
+    let kind = match status {
+        ParkStatus::NeedsReview => "plan_review",
+        ParkStatus::Suspended => "human",
+    };
+    matches!(
+        park_gate(fx, s, task, kind, None, now).await,
+        Parked::Parked { .. }
+    )
+}
+
+/// A decide attempt with a fresh resolution id.
+async fn decide<S: GateStore>(
+    s: &S,
+    path: DecidePath,
+    scope: GateScope<'_>,
+    decision: Decision,
+    reason: Option<&str>,
+    now: i64,
+) -> Decided {
+    let id = unique("res");
+    s.resolve_gate(&Resolve {
+        path,
+        scope,
+        decision,
+        reason,
+        resolution_id: &id,
+        now,
+    })
+    .await
+    .unwrap()
+}
+
+/// Approves the session's pending approval (a `human` gate) and returns the run's new epoch.
+async fn approve<S: GateStore>(s: &S, session: &str, now: i64) -> i64 {
+    match decide(
+        s,
+        DecidePath::Approvals,
+        GateScope::Session(session),
+        Decision::Approve,
+        None,
+        now,
+    )
+    .await
+    {
+        Decided::Resumed { lease_epoch, .. } => lease_epoch,
+        other => panic!("approve in {session}: {other:?}"),
     }
 }
 
@@ -233,7 +310,6 @@ every_dialect!(
     set_terminal_on_an_orphan_claim_releases_it,
     cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones,
     cancel_requests_match_owners_null_safely,
-    mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch,
     appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch,
     run_listings_page_newest_first_with_ties_broken_by_task_id,
     session_listings_page_by_recent_activity,
@@ -457,10 +533,7 @@ async fn cancel_ends_unheld_and_parked_runs_and_only_flags_held_ones<F: Fixture>
     assert!(c.claim_released && run.cancel_requested);
 
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s
-        .park("parked", ParkStatus::NeedsReview, NOW + 1)
-        .await
-        .unwrap());
+    assert!(park(fx, &s, "parked", ParkStatus::NeedsReview, NOW + 1).await);
     let c = s.cancel("parked", NOW + 2).await.unwrap();
     assert_eq!(c.run.unwrap().status, "cancelled");
     assert!(c.claim_released);
@@ -504,27 +577,6 @@ async fn cancel_requests_match_owners_null_safely<F: Fixture>(fx: &F) {
     assert!(s.is_cancel_requested("anon", None).await.unwrap());
     // Asking twice stays true.
     assert!(s.request_cancel("anon", None, NOW).await.unwrap());
-}
-
-async fn mark_resuming_flips_parked_to_running_once_and_bumps_the_epoch<F: Fixture>(fx: &F) {
-    let s = fx.store();
-    admit(&s, "t1", "s1", None, NOW).await;
-    assert_eq!(
-        s.mark_resuming("t1", NOW).await.unwrap(),
-        None,
-        "a running run is not resumable"
-    );
-    assert!(s.park("t1", ParkStatus::Suspended, NOW + 1).await.unwrap());
-    assert_eq!(s.mark_resuming("t1", NOW + 2).await.unwrap(), Some(1));
-    assert_eq!(
-        s.mark_resuming("t1", NOW + 3).await.unwrap(),
-        None,
-        "only one resumer wins"
-    );
-    let run = s.get_run("t1").await.unwrap().unwrap();
-    assert_eq!((run.status.as_str(), run.lease_epoch), ("running", 1));
-    // The parked run kept its claim throughout.
-    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
 }
 
 async fn a_page_of_events_stops_after_the_event_that_reaches_its_byte_bound<F: Fixture>(fx: &F) {
@@ -621,14 +673,14 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A parked run takes no events from its old leg; a resumed run has a new epoch and no holder
     // until a runner leases it again, under a newer epoch still.
-    s.park("t1", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "t1", ParkStatus::Suspended, NOW).await;
     assert_eq!(
         append(&s, "t1", e, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
         Appended::LeaseLost
     );
-    let resumed = s.mark_resuming("t1", NOW).await.unwrap().unwrap();
+    let resumed = approve(&s, "s1", NOW).await;
     for epoch in [e, resumed] {
         assert_eq!(
             append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
@@ -644,7 +696,8 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![4])
+        Appended::Seqs(vec![6]),
+        "after the park event (4) and the resumed event (5)"
     );
     // A terminal run takes no more events.
     s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW))
@@ -662,6 +715,13 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             .unwrap()
             .len(),
         4
+    );
+    assert_eq!(
+        s.events_after("t1", 0, 100, PAGE_BYTES)
+            .await
+            .unwrap()
+            .len(),
+        6
     );
 }
 
@@ -790,17 +850,10 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
         .await
         .unwrap();
     admit(&s, "t2", "s1", None, NOW + 1).await;
-    s.park("t2", ParkStatus::Suspended, NOW + 2).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"c".repeat(64),
-        "s1",
-        "t2",
-        "tool_approval",
-        NOW + 1000,
-        NOW,
-    ))
-    .await
-    .unwrap();
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "tool_approval", Some(NOW + 1000), NOW + 2).await,
+        Parked::Parked { .. }
+    ));
     admit(&s, "keep", "s2", None, NOW).await;
     assert_eq!(s.delete_by_session("s1").await.unwrap(), 2);
     assert!(s.get_run("t1").await.unwrap().is_none() && s.get_run("t2").await.unwrap().is_none());
@@ -811,6 +864,7 @@ async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>
         .is_empty());
     assert_eq!(holder_of(&s, "s1").await, None);
     assert!(s.get_session("s1").await.unwrap().is_none());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
     assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("keep"));
     // The session is usable again from scratch.
     admit(&s, "t3", "s1", Some("someone-else"), NOW + 5).await;
@@ -820,9 +874,9 @@ async fn the_claim_sweep_frees_terminal_and_orphan_claims_and_keeps_live_ones<F:
     let s = fx.store();
     admit(&s, "run", "s-run", None, NOW).await;
     admit(&s, "sus", "s-sus", None, NOW).await;
-    s.park("sus", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "sus", ParkStatus::Suspended, NOW).await;
     admit(&s, "rev", "s-rev", None, NOW).await;
-    s.park("rev", ParkStatus::NeedsReview, NOW).await.unwrap();
+    park(fx, &s, "rev", ParkStatus::NeedsReview, NOW).await;
     admit(&s, "term", "s-term", None, NOW).await;
     // A terminal row whose claim survived (written out of band, as after a crash between steps).
     fx.raw("UPDATE task_run SET status = 'blocked' WHERE task_id = 'term'");
@@ -854,7 +908,7 @@ async fn reap_stale_fails_silent_running_runs_and_keeps_parked_claims<F: Fixture
     admit(&s, "silent", "s1", None, NOW).await;
     admit(&s, "fresh", "s2", None, NOW + 50_000).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     fx.raw("INSERT INTO task_active (session_id, task_id, created_at) VALUES ('s4', 'no-row', 1)");
     let report = reap_stale(&s, NOW + 30_000, NOW + 60_000, 100)
         .await
@@ -899,71 +953,81 @@ async fn reapers_are_bounded_per_tick_and_idempotent<F: Fixture>(fx: &F) {
 
 async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fixture>(fx: &F) {
     let s = fx.store();
-    let ck = |n: u8| format!("{n:0>64}");
-    // expired and nothing pending: fails
+    // deadline passed: fails
     admit(&s, "exp", "s1", None, NOW).await;
-    s.park("exp", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &ck(1),
-        "s1",
-        "exp",
-        "tool_approval",
-        NOW + 10,
-        NOW,
-    ))
-    .await
-    .unwrap();
-    // still pending: kept
+    park_gate(fx, &s, "exp", "tool_approval", Some(NOW + 10), NOW).await;
+    // deadline ahead: kept
     admit(&s, "pend", "s2", None, NOW).await;
-    s.park("pend", ParkStatus::NeedsReview, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &ck(2),
-        "s2",
-        "pend",
-        "plan_review",
-        NOW + 1_000,
-        NOW,
-    ))
-    .await
-    .unwrap();
-    // an expired one and a newer pending one: kept (resumable)
-    admit(&s, "both", "s3", None, NOW).await;
-    s.park("both", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(&ck(3), "s3", "both", "human", NOW + 10, NOW))
-        .await
-        .unwrap();
-    s.add_checkpoint(&checkpoint(&ck(4), "s3", "both", "human", NOW + 1_000, NOW))
-        .await
-        .unwrap();
-    // a running run with an expired checkpoint: not this reaper's business
+    park_gate(fx, &s, "pend", "plan_review", Some(NOW + 1_000), NOW).await;
+    // no deadline: kept
+    admit(&s, "never", "s3", None, NOW).await;
+    park_gate(fx, &s, "never", "human", None, NOW).await;
+    // a running run is not this reaper's business
     admit(&s, "run", "s4", None, NOW).await;
-    s.add_checkpoint(&checkpoint(&ck(5), "s4", "run", "human", NOW + 10, NOW))
-        .await
-        .unwrap();
 
     let report = fail_parked(&s, NOW + 100, 50).await.unwrap();
     assert_eq!(report.reaped, pairs(&[("s1", "exp")]));
     assert_eq!(report.terminal_claims_released, pairs(&[("s1", "exp")]));
     let run = s.get_run("exp").await.unwrap().unwrap();
     assert_eq!(
-        (run.status.as_str(), run.error_code.as_deref()),
-        ("failed", Some("approval.expired"))
+        (run.status.as_str(), run.error_code.as_deref(), run.held_by),
+        ("failed", Some("approval.expired"), None)
     );
     assert_eq!(holder_of(&s, "s1").await, None);
+    // The run's stream ends: park event (1), then `done` (2), appended in the reaper's batch.
+    let events = s.events_after("exp", 0, 10, PAGE_BYTES).await.unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e.seq, e.kind.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "suspended"), (2, "done")]
+    );
+    assert_eq!(run.last_seq, 2);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&events[1].data).unwrap(),
+        serde_json::json!({
+            "status": "failed",
+            "error": sema_core::sql::claim_sql::APPROVAL_EXPIRED_ERROR,
+            "errorCode": "approval.expired"
+        })
+    );
+    // The gate is no longer pending, and a late decision on it says it expired.
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session("s1"),
+            Decision::Approve,
+            None,
+            NOW + 101
+        )
+        .await,
+        Decided::Refused(Refusal::Expired)
+    );
     assert_eq!(status_of(&s, "pend").await, "needs_review");
-    assert_eq!(status_of(&s, "both").await, "suspended");
+    assert_eq!(status_of(&s, "never").await, "suspended");
     assert_eq!(status_of(&s, "run").await, "running");
     assert_eq!(fail_parked(&s, NOW + 100, 50).await.unwrap().reaped, vec![]);
+    // The session admits again, and its next park is not shielded by the old gate.
+    admit(&s, "next", "s1", None, NOW + 200).await;
+    assert!(matches!(
+        park_gate(fx, &s, "next", "human", Some(NOW + 210), NOW + 200).await,
+        Parked::Parked { .. }
+    ));
+    assert_eq!(
+        fail_parked(&s, NOW + 300, 50).await.unwrap().reaped,
+        pairs(&[("s1", "next")])
+    );
 }
 
 async fn parked_runs_older_than_the_cutoff_fail_with_approval_timeout<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
-    s.park("old", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "old", ParkStatus::Suspended, NOW).await;
     admit(&s, "young", "s2", None, NOW).await;
-    s.park("young", ParkStatus::NeedsReview, NOW + 500)
-        .await
-        .unwrap();
+    park(fx, &s, "young", ParkStatus::NeedsReview, NOW + 500).await;
     admit(&s, "running", "s3", None, NOW).await;
     let report = reap_parked(&s, NOW + 100, NOW + 600, 50).await.unwrap();
     assert_eq!(report.reaped, pairs(&[("s1", "old")]));
@@ -1371,7 +1435,7 @@ async fn walking_sweep_windows_to_the_end_releases_every_debris_claim_once_and_k
             }
             2 => {
                 admit(&s, &task, &session, None, NOW).await;
-                s.park(&task, ParkStatus::Suspended, NOW).await.unwrap();
+                park(fx, &s, &task, ParkStatus::Suspended, NOW).await;
                 live.push(SessionTask::new(session, task));
             }
             _ => {
@@ -1441,23 +1505,9 @@ async fn a_reaper_releases_exactly_its_reaped_runs_claims_and_leaves_debris_alon
     // One run for each reaper: stale, parked with an expired checkpoint, parked too long.
     admit(&s, "stale", "s-stale", None, NOW).await;
     admit(&s, "expired", "s-expired", None, NOW + 1_000).await;
-    s.park("expired", ParkStatus::Suspended, NOW + 1_000)
-        .await
-        .unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"e".repeat(64),
-        "s-expired",
-        "expired",
-        "human",
-        NOW + 1_500,
-        NOW + 1_000,
-    ))
-    .await
-    .unwrap();
+    park_gate(fx, &s, "expired", "human", Some(NOW + 1_500), NOW + 1_000).await;
     admit(&s, "old", "s-old", None, NOW + 1_000).await;
-    s.park("old", ParkStatus::NeedsReview, NOW + 1_000)
-        .await
-        .unwrap();
+    park(fx, &s, "old", ParkStatus::NeedsReview, NOW + 1_000).await;
     admit(&s, "live", "s-live", None, NOW + 5_000).await;
 
     let stale = reap_stale(&s, NOW + 500, NOW + 6_000, 10).await.unwrap();
@@ -1679,17 +1729,26 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
     admit(&s, "cancelled", "s1", None, NOW).await;
     s.cancel("cancelled", NOW + 1).await.unwrap();
     admit(&s, "parked", "s2", None, NOW).await;
-    assert!(s
-        .park("parked", ParkStatus::NeedsReview, NOW + 1)
-        .await
-        .unwrap());
+    assert!(park(fx, &s, "parked", ParkStatus::NeedsReview, NOW + 1).await);
     admit(&s, "done", "s3", None, NOW).await;
     s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
     assert_eq!(s.lease("r1", NOW + 2, 8).await.unwrap(), None);
     // A resumed run is leasable again, under a newer epoch than its parked leg.
-    let resumed = s.mark_resuming("parked", NOW + 3).await.unwrap().unwrap();
+    let resumed = match decide(
+        &s,
+        DecidePath::PlanReview,
+        GateScope::Task("parked"),
+        Decision::Approve,
+        None,
+        NOW + 3,
+    )
+    .await
+    {
+        Decided::Resumed { lease_epoch, .. } => lease_epoch,
+        other => panic!("{other:?}"),
+    };
     let lease = s.lease("r1", NOW + 4, 8).await.unwrap().unwrap();
     assert_eq!(lease.task_id, "parked");
     assert_eq!(lease.lease_epoch, resumed + 1);
@@ -1815,7 +1874,7 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
 async fn steer_is_refused_when_the_run_is_not_running<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "parked", "s1", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     admit(&s, "done", "s2", None, NOW).await;
     s.set_terminal(&terminal("done", TerminalStatus::Failed, NOW))
         .await
@@ -2058,7 +2117,7 @@ async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
         .is_empty());
     assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
     // A parked run cannot be finished by its old leg either.
-    s.park("t1", ParkStatus::Suspended, NOW + 3).await.unwrap();
+    park(fx, &s, "t1", ParkStatus::Suspended, NOW + 3).await;
     assert_eq!(
         s.finish_run(&finish(
             "t1",
@@ -2306,19 +2365,9 @@ async fn a_reaper_reports_only_what_its_own_tick_changed<F: Fixture>(fx: &F) {
     assert_eq!(second.terminal_claims_released, pairs(&[("sb", "b")]));
     // Parked runs: the expiry and timeout reapers report theirs the same way.
     admit(&s, "p", "sp", None, NOW).await;
-    s.park("p", ParkStatus::Suspended, NOW).await.unwrap();
-    s.add_checkpoint(&checkpoint(
-        &"e".repeat(64),
-        "sp",
-        "p",
-        "human",
-        NOW + 5,
-        NOW,
-    ))
-    .await
-    .unwrap();
+    park_gate(fx, &s, "p", "human", Some(NOW + 5), NOW).await;
     admit(&s, "q", "sq", None, NOW).await;
-    s.park("q", ParkStatus::NeedsReview, NOW).await.unwrap();
+    park(fx, &s, "q", ParkStatus::NeedsReview, NOW).await;
     let expired = fail_parked(&s, NOW + 20, 10).await.unwrap();
     assert_eq!(expired.reaped, pairs(&[("sp", "p")]));
     let timed_out = reap_parked(&s, NOW + 10, NOW + 20, 10).await.unwrap();
@@ -2638,7 +2687,7 @@ async fn an_acknowledged_lease_is_never_requeued<F: Fixture>(fx: &F) {
     // Queued and parked runs are not requeued either (nobody holds them).
     admit(&s, "queued", "s2", None, NOW).await;
     admit(&s, "parked", "s3", None, NOW).await;
-    s.park("parked", ParkStatus::Suspended, NOW).await.unwrap();
+    park(fx, &s, "parked", ParkStatus::Suspended, NOW).await;
     assert_eq!(
         requeue(&s, NOW + 10_000, NOW + 10_000, 10).await.unwrap(),
         vec![]
@@ -3090,4 +3139,771 @@ async fn the_tick_log_keeps_only_the_newest_ticks_newest_first<F: Fixture>(fx: &
         )
         .await
         .is_err());
+}
+
+every_dialect!(
+    a_park_is_fenced_by_the_lease_epoch_and_its_holder,
+    a_session_holds_at_most_one_pending_gate,
+    of_two_concurrent_deciders_exactly_one_wins,
+    deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch,
+    wake_completes_the_parked_run_with_its_card_and_frees_the_session,
+    a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lost_race,
+    cancel_and_terminal_writes_void_the_pending_gate,
+    no_read_returns_the_token_or_its_digest,
+    the_next_lease_carries_the_decision_until_the_run_parks_again,
+    pending_gates_are_listed_oldest_first_by_owner_in_bounded_pages,
+);
+
+/// A park by `runner` under `lease_epoch` (every field a test varies is a parameter).
+#[allow(clippy::too_many_arguments)]
+fn park_of<'a>(
+    task: &'a str,
+    lease_epoch: i64,
+    runner: &'a str,
+    checkpoint_id: &'a str,
+    kind: &'a str,
+    card: &'a str,
+    event: &'a str,
+    now: i64,
+) -> Park<'a> {
+    Park {
+        task_id: task,
+        lease_epoch,
+        runner_id: runner,
+        checkpoint_id,
+        gate_kind: kind,
+        status: gate::park_status(kind).unwrap(),
+        card_json: card,
+        event_json: event,
+        expires_at: Some(now + 60_000),
+        now,
+    }
+}
+
+async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let e = s
+        .lease("r1", NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let id = gate::checkpoint_id(b"token-1");
+    let card = r#"{"plan":"three steps"}"#;
+    let event = gate::park_event_data(
+        "plan_review",
+        &serde_json::from_str(card).unwrap(),
+        Some(NOW + 2 + 60_000),
+    );
+    for (epoch, runner) in [(e + 1, "r1"), (e - 1, "r1"), (0, "r1"), (e, "r2")] {
+        assert_eq!(
+            s.park(&park_of(
+                "t1",
+                epoch,
+                runner,
+                &id,
+                "plan_review",
+                card,
+                &event,
+                NOW + 2
+            ))
+            .await
+            .unwrap(),
+            Parked::LeaseLost,
+            "epoch {epoch}, runner {runner}"
+        );
+    }
+    // Nothing was written by the refused parks.
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.held_by.as_deref(), run.last_seq),
+        ("running", Some("r1"), 0)
+    );
+    assert!(s
+        .events_after("t1", 0, 10, PAGE_BYTES)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+
+    let parked = s
+        .park(&park_of(
+            "t1",
+            e,
+            "r1",
+            &id,
+            "plan_review",
+            card,
+            &event,
+            NOW + 2,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(parked, Parked::Parked { seq: 1 });
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.held_by,
+            run.last_seq,
+            run.updated_at
+        ),
+        ("needs_review", None, 1, NOW + 2)
+    );
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t1"),
+        "the claim stays"
+    );
+    let events = s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].seq, events[0].kind.as_str()),
+        (1, "needs_review")
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&events[0].data).unwrap(),
+        serde_json::json!({
+            "gate": {"kind": "plan_review", "card": {"plan": "three steps"}},
+            "expiresAt": NOW + 2 + 60_000
+        })
+    );
+    let pending = s.pending_gate("s1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            pending.task_id.as_str(),
+            pending.kind.as_str(),
+            pending.expires_at,
+            pending.created_at
+        ),
+        ("t1", "plan_review", Some(NOW + 2 + 60_000), NOW + 2)
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&pending.card).unwrap(),
+        serde_json::json!({"plan": "three steps"})
+    );
+    // The parked leg's lease is over: parking again, appending or finishing writes nothing.
+    let again = gate::checkpoint_id(b"token-2");
+    assert_eq!(
+        s.park(&park_of(
+            "t1",
+            e,
+            "r1",
+            &again,
+            "plan_review",
+            card,
+            &event,
+            NOW + 3
+        ))
+        .await
+        .unwrap(),
+        Parked::LeaseLost
+    );
+    assert_eq!(
+        append(&s, "t1", e, "r1", &[event_x()], NOW + 3)
+            .await
+            .unwrap(),
+        Appended::LeaseLost
+    );
+    assert_eq!(
+        s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap().len(),
+        1
+    );
+}
+
+fn event_x() -> NewEvent<'static> {
+    NewEvent {
+        kind: "x",
+        data: "{}",
+        event_id: None,
+    }
+}
+
+async fn a_session_holds_at_most_one_pending_gate<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "tool_approval", None, NOW).await,
+        Parked::Parked { seq: 1 }
+    ));
+    // Out of band, the run is driven again while its gate is still pending (the store never leaves
+    // this shape; an operator's manual write could). A second park in the session is refused whole.
+    fx.raw(
+        "UPDATE task_run SET status = 'running', held_by = 'r2', lease_epoch = lease_epoch + 1 \
+         WHERE task_id = 't1'",
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    let out = park_gate(fx, &s, "t1", "human", None, NOW + 1).await;
+    let Parked::GatePending(Some(first)) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        (first.task_id.as_str(), first.kind.as_str()),
+        ("t1", "tool_approval")
+    );
+    let after = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (after.status.as_str(), after.last_seq, after.held_by),
+        ("running", run.last_seq, Some("r2".to_owned())),
+        "nothing written"
+    );
+    assert_eq!(
+        s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap().len(),
+        1
+    );
+    assert_eq!(
+        s.list_pending_gates(&ListScope::All, Some("s1"), None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn of_two_concurrent_deciders_exactly_one_wins<F: Fixture + Sync>(fx: &F) {
+    for round in 0..6 {
+        let (task, session) = (format!("race{round}"), format!("s{round}"));
+        admit(&fx.store(), &task, &session, None, NOW).await;
+        park_gate(fx, &fx.store(), &task, "tool_approval", None, NOW).await;
+        // Even rounds: both approve; odd rounds: one approves, one denies.
+        let decisions = if round % 2 == 0 {
+            [Decision::Approve, Decision::Approve]
+        } else {
+            [Decision::Approve, Decision::Deny]
+        };
+        let barrier = std::sync::Barrier::new(2);
+        let outcomes: Vec<Decided> = std::thread::scope(|scope| {
+            let handles: Vec<_> = decisions
+                .iter()
+                .map(|decision| {
+                    let (barrier, session) = (&barrier, &session);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(decide(
+                            &store,
+                            DecidePath::Approvals,
+                            GateScope::Session(session),
+                            *decision,
+                            None,
+                            NOW + 1,
+                        ))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = outcomes
+            .iter()
+            .filter(|o| !matches!(o, Decided::Refused(_)))
+            .collect();
+        assert_eq!(won.len(), 1, "round {round}: {outcomes:?}");
+        assert!(
+            outcomes.contains(&Decided::Refused(Refusal::LostRace)),
+            "round {round}: {outcomes:?}"
+        );
+        let s = fx.store();
+        let run = s.get_run(&task).await.unwrap().unwrap();
+        let kinds: Vec<String> = s
+            .events_after(&task, 0, 10, PAGE_BYTES)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        match won[0] {
+            Decided::Resumed { lease_epoch, .. } => {
+                assert_eq!(
+                    (run.status.as_str(), run.lease_epoch),
+                    ("running", *lease_epoch)
+                );
+                assert_eq!(run.lease_epoch, 2, "one bump over the parked leg's lease");
+                assert_eq!(kinds, ["suspended", "resumed"]);
+                assert_eq!(
+                    holder_of(&s, &session).await.as_deref(),
+                    Some(task.as_str())
+                );
+            }
+            Decided::Ended { status, .. } => {
+                assert_eq!(
+                    (run.status.as_str(), *status),
+                    ("cancelled", TerminalStatus::Cancelled)
+                );
+                assert_eq!(kinds, ["suspended", "done"]);
+                assert_eq!(holder_of(&s, &session).await, None);
+            }
+            Decided::Refused(_) => unreachable!(),
+        }
+    }
+}
+
+async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let cases = [
+        (
+            "tool_approval",
+            DecidePath::Approvals,
+            Decision::Deny,
+            "approval.denied",
+        ),
+        (
+            "resource_limit",
+            DecidePath::Resume,
+            Decision::Stop,
+            "resource_limit.stopped",
+        ),
+    ];
+    for (i, (kind, path, decision, code)) in cases.into_iter().enumerate() {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, None, NOW).await;
+        park_gate(fx, &s, &task, kind, Some(NOW + 1_000), NOW).await;
+        let scope = if path.by_session() {
+            GateScope::Session(&session)
+        } else {
+            GateScope::Task(&task)
+        };
+        let out = decide(&s, path, scope, decision, Some("not now"), NOW + 5).await;
+        assert_eq!(
+            out,
+            Decided::Ended {
+                session_id: session.clone(),
+                task_id: task.clone(),
+                kind: kind.into(),
+                status: TerminalStatus::Cancelled,
+                done_seq: 2,
+            }
+        );
+        let run = s.get_run(&task).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                run.status.as_str(),
+                run.error_code.as_deref(),
+                run.held_by,
+                run.last_seq
+            ),
+            ("cancelled", Some(code), None, 2)
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+            serde_json::json!({"gate": kind, "decision": decision.as_str(), "reason": "not now"})
+        );
+        let events = s.events_after(&task, 0, 10, PAGE_BYTES).await.unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!((events[1].seq, events[1].kind.as_str()), (2, "done"));
+        let done: serde_json::Value = serde_json::from_str(&events[1].data).unwrap();
+        assert_eq!(
+            (done["status"].as_str(), done["errorCode"].as_str()),
+            (Some("cancelled"), Some(code))
+        );
+        assert_eq!(holder_of(&s, &session).await, None, "claim released");
+        assert_eq!(s.pending_gate(&session).await.unwrap(), None);
+        // A repeat lost to the decision that ended the run; a terminal run is never leased.
+        assert_eq!(
+            decide(&s, path, scope, decision, None, NOW + 6).await,
+            Decided::Refused(Refusal::LostRace)
+        );
+        admit(&s, &format!("next{i}"), &session, None, NOW + 7).await;
+    }
+    assert_eq!(
+        s.lease("r1", NOW + 8, 8).await.unwrap().unwrap().task_id,
+        "next0"
+    );
+}
+
+async fn wake_completes_the_parked_run_with_its_card_and_frees_the_session<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    park_gate(fx, &s, "t1", "task_done", None, NOW).await;
+    assert_eq!(status_of(&s, "t1").await, "suspended");
+    let out = decide(
+        &s,
+        DecidePath::Wake,
+        GateScope::Session("s1"),
+        Decision::Wake,
+        None,
+        NOW + 1,
+    )
+    .await;
+    assert_eq!(
+        out,
+        Decided::Ended {
+            session_id: "s1".into(),
+            task_id: "t1".into(),
+            kind: "task_done".into(),
+            status: TerminalStatus::Completed,
+            done_seq: 2,
+        }
+    );
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!((run.status.as_str(), run.error_code), ("completed", None));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
+        serde_json::json!({"ask": "task_done for t1"})
+    );
+    let done = &s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()[1];
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&done.data).unwrap(),
+        serde_json::json!({"status": "completed", "result": {"ask": "task_done for t1"}})
+    );
+    // The session is free for the new run the object admits next.
+    assert_eq!(holder_of(&s, "s1").await, None);
+    admit(&s, "t2", "s1", None, NOW + 2).await;
+    // A second wake finds the woken task settled by the first.
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Wake,
+            GateScope::Session("s1"),
+            Decision::Wake,
+            None,
+            NOW + 3
+        )
+        .await,
+        Decided::Refused(Refusal::LostRace)
+    );
+}
+
+async fn a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lost_race<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let approvals = |session: &'static str, now: i64| {
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session(session),
+            Decision::Approve,
+            None,
+            now,
+        )
+    };
+    // Nothing ever parked.
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert_eq!(
+        approvals("s1", NOW).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    assert_eq!(
+        approvals("nowhere", NOW).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // A pending plan review: the approvals and resume paths name its own path.
+    park_gate(fx, &s, "t1", "plan_review", Some(NOW + 100), NOW).await;
+    let wrong = Decided::Refused(Refusal::WrongKind {
+        kind: "plan_review".into(),
+        decide_path: Some("/v1/assistant/tasks/t1/plan_review".into()),
+    });
+    assert_eq!(approvals("s1", NOW + 1).await, wrong);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Resume,
+            GateScope::Task("t1"),
+            Decision::Continue,
+            None,
+            NOW + 1
+        )
+        .await,
+        wrong
+    );
+    // Past its deadline (the reaper has not run yet): expired, and nothing is written.
+    let review = |now: i64| {
+        decide(
+            &s,
+            DecidePath::PlanReview,
+            GateScope::Task("t1"),
+            Decision::Approve,
+            None,
+            now,
+        )
+    };
+    assert_eq!(review(NOW + 100).await, Decided::Refused(Refusal::Expired));
+    assert_eq!(status_of(&s, "t1").await, "needs_review");
+    assert!(s.pending_gate("s1").await.unwrap().is_some());
+    // In time: resumed; then a second decision lost the race.
+    assert!(matches!(review(NOW + 99).await, Decided::Resumed { .. }));
+    assert_eq!(review(NOW + 99).await, Decided::Refused(Refusal::LostRace));
+    // Once the resumed run has completed, nothing is pending any more.
+    let e = s
+        .lease("r1", NOW + 100, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 101))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        review(NOW + 102).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // A run of another session is never reached through this one.
+    admit(&s, "t2", "s2", None, NOW).await;
+    park_gate(fx, &s, "t2", "human", None, NOW).await;
+    assert_eq!(
+        approvals("s1", NOW + 103).await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    assert_eq!(status_of(&s, "t2").await, "suspended");
+}
+
+async fn cancel_and_terminal_writes_void_the_pending_gate<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    park_gate(fx, &s, "t1", "human", Some(NOW + 10), NOW).await;
+    let c = s.cancel("t1", NOW + 1).await.unwrap();
+    assert!(c.claim_released);
+    assert_eq!(c.run.unwrap().status, "cancelled");
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(
+        decide(
+            &s,
+            DecidePath::Approvals,
+            GateScope::Session("s1"),
+            Decision::Approve,
+            None,
+            NOW + 2
+        )
+        .await,
+        Decided::Refused(Refusal::NothingPending)
+    );
+    // The abandoned gate (its deadline long past) neither blocks nor shields a later park: the next
+    // run parks, and only its own deadline decides its expiry.
+    admit(&s, "t2", "s1", None, NOW + 3).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "human", Some(NOW + 1_000), NOW + 3).await,
+        Parked::Parked { .. }
+    ));
+    assert_eq!(fail_parked(&s, NOW + 500, 10).await.unwrap().reaped, vec![]);
+    assert_eq!(s.pending_gate("s1").await.unwrap().unwrap().task_id, "t2");
+    // A terminal write on a parked run voids its gate too.
+    assert!(s
+        .set_terminal(&terminal("t2", TerminalStatus::Failed, NOW + 600))
+        .await
+        .unwrap());
+    assert_eq!(s.pending_gate("s1").await.unwrap(), None);
+    assert_eq!(holder_of(&s, "s1").await, None);
+    assert_eq!(
+        fail_parked(&s, NOW + 2_000, 10).await.unwrap().reaped,
+        vec![]
+    );
+}
+
+async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let token = "tok-4f1c9e-secret";
+    let id = gate::checkpoint_id(token.as_bytes());
+    let card = r#"{"q":"run rm -rf?"}"#;
+    let event = gate::park_event_data(
+        "irreversible_ask",
+        &serde_json::from_str(card).unwrap(),
+        None,
+    );
+    let mut p = park_of(
+        "t1",
+        e,
+        "r1",
+        &id,
+        "irreversible_ask",
+        card,
+        &event,
+        NOW + 1,
+    );
+    p.expires_at = None;
+    assert_eq!(s.park(&p).await.unwrap(), Parked::Parked { seq: 1 });
+    let mut seen = vec![];
+    seen.push(format!("{:?}", s.pending_gate("s1").await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.list_pending_gates(&ListScope::All, None, None, 10)
+            .await
+            .unwrap()
+    ));
+    seen.push(format!("{:?}", s.get_run("t1").await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()
+    ));
+    seen.push(format!(
+        "{:?}",
+        s.park(&p).await.unwrap() // refused: the lease ended
+    ));
+    let decided = decide(
+        &s,
+        DecidePath::Approvals,
+        GateScope::Session("s1"),
+        Decision::Approve,
+        Some("ok"),
+        NOW + 2,
+    )
+    .await;
+    seen.push(format!("{decided:?}"));
+    seen.push(format!("{:?}", s.lease("r2", NOW + 3, 1).await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()
+    ));
+    for text in &seen {
+        assert!(
+            !text.contains(token) && !text.contains(&id),
+            "a read leaked the token or its digest: {text}"
+        );
+    }
+    assert!(seen[0].contains("irreversible_ask"), "{}", seen[0]);
+}
+
+async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let first = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    assert_eq!(
+        first.resume, None,
+        "a run never parked resumes from nothing"
+    );
+    park_gate(fx, &s, "t1", "plan_review", None, NOW + 1).await;
+    let out = decide(
+        &s,
+        DecidePath::PlanReview,
+        GateScope::Task("t1"),
+        Decision::Revise,
+        Some("add tests"),
+        NOW + 2,
+    )
+    .await;
+    let Decided::Resumed { lease_epoch, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(lease_epoch, first.lease_epoch + 1);
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.held_by, run.heartbeat_at),
+        ("running", None, Some(NOW + 2))
+    );
+    let resumed = &s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()[1];
+    assert_eq!((resumed.seq, resumed.kind.as_str()), (2, "resumed"));
+    let lease = s.lease("r2", NOW + 3, 1).await.unwrap().unwrap();
+    assert_eq!(lease.lease_epoch, lease_epoch + 1);
+    assert_eq!(lease.last_seq, 2);
+    let resume = lease.resume.unwrap();
+    assert_eq!(
+        (
+            resume.kind.as_str(),
+            resume.decision.as_str(),
+            resume.reason.as_deref()
+        ),
+        ("plan_review", "revise", Some("add tests"))
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&resume.card).unwrap(),
+        serde_json::json!({"ask": "plan_review for t1"})
+    );
+    // Re-park: a new gate (a new checkpoint); its decision is what the next lease carries.
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "tool_approval", None, NOW + 4).await,
+        Parked::Parked { seq: 3 }
+    ));
+    assert_eq!(status_of(&s, "t1").await, "suspended");
+    assert_eq!(
+        s.pending_gate("s1").await.unwrap().unwrap().kind,
+        "tool_approval"
+    );
+    approve(&s, "s1", NOW + 5).await;
+    let lease = s.lease("r3", NOW + 6, 1).await.unwrap().unwrap();
+    let resume = lease.resume.unwrap();
+    assert_eq!(
+        (
+            resume.kind.as_str(),
+            resume.decision.as_str(),
+            resume.reason
+        ),
+        ("tool_approval", "approve", None)
+    );
+    // A requeued lease carries the same decision again.
+    let id = unique("tick");
+    let requeued = s
+        .requeue_unacked_leases(
+            &Tick {
+                id: &id,
+                now: NOW + 100,
+                limit: 10,
+            },
+            NOW + 50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(requeued, pairs(&[("s1", "t1")]));
+    let again = s.lease("r4", NOW + 101, 1).await.unwrap().unwrap();
+    assert_eq!(again.resume.unwrap().kind, "tool_approval");
+}
+
+async fn pending_gates_are_listed_oldest_first_by_owner_in_bounded_pages<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, owner) in [
+        Some("alice"),
+        Some("bob"),
+        Some("alice"),
+        None,
+        Some("alice"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (task, session) = (format!("t{i}"), format!("s{i}"));
+        admit(&s, &task, &session, owner, NOW).await;
+        park_gate(fx, &s, &task, "human", None, NOW + 10 - i as i64 % 2).await;
+    }
+    // A settled gate is not listed.
+    approve(&s, "s4", NOW + 20).await;
+    let sessions = |v: Vec<sema_core::store::PendingGate>| {
+        v.into_iter().map(|g| g.session_id).collect::<Vec<_>>()
+    };
+    // alice: s0 (t=10), s2 (t=10); s4 settled. Ties broken by session id.
+    let alice = ListScope::Owner(Some("alice"));
+    let page = s.list_pending_gates(&alice, None, None, 1).await.unwrap();
+    assert_eq!(sessions(page.clone()), ["s0"]);
+    let cursor = (page[0].created_at, page[0].session_id.as_str());
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&alice, None, Some(cursor), 10)
+                .await
+                .unwrap()
+        ),
+        ["s2"]
+    );
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::Owner(None), None, None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s3"]
+    );
+    // Operators see every pending gate: s1 and s3 parked at t=9, s0 and s2 at t=10.
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::All, None, None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s1", "s3", "s0", "s2"]
+    );
+    assert_eq!(
+        sessions(
+            s.list_pending_gates(&ListScope::Owner(Some("bob")), Some("s1"), None, 10)
+                .await
+                .unwrap()
+        ),
+        ["s1"]
+    );
+    assert!(s
+        .list_pending_gates(&ListScope::Owner(Some("bob")), Some("s0"), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

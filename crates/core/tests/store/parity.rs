@@ -160,7 +160,7 @@ fn the_three_schemas_define_the_same_tables_columns_keys_and_indexes() {
     let postgres = postgres_shape(&PgFx::new());
     let mysql = mysql_shape(&MyFx::new());
     let expected_tables = [
-        "checkpoint",
+        "gate_checkpoint",
         "idempotency_key",
         "leader_run",
         "leader_worker",
@@ -187,6 +187,13 @@ fn the_three_schemas_define_the_same_tables_columns_keys_and_indexes() {
     assert_eq!(
         sqlite["leader_run"].indexes.get("uq_leader_run_idem"),
         Some(&(true, vec!["idem_key".to_owned()]))
+    );
+    assert_eq!(
+        sqlite["gate_checkpoint"]
+            .indexes
+            .get("uq_gate_checkpoint_pending"),
+        Some(&(true, vec!["pending_session".to_owned()])),
+        "one pending gate per session is a unique key"
     );
 }
 

@@ -1,12 +1,12 @@
 //! Query plans on SQLite (the engine D1 runs): every reaper, runner, ledger and list statement is
-//! served by an index, never a full scan of `task_run`, `run_event`, `checkpoint`, `steer_message`,
+//! served by an index, never a full scan of `task_run`, `run_event`, `gate_checkpoint`, `steer_message`,
 //! `task_active` or `leader_run` (the claim sweep included: it examines one window of claims by
 //! primary key), and ordered queries never sort in a temp B-tree.
 
 use crate::harness::{Fixture, SqliteFx};
 use sema_core::sql::{
-    claim_sql, event_sql, event_sql::NewEvent, leader_sql, run_sql, run_sql::ListScope, runner_sql,
-    Dialect, SqlValue, Stmt,
+    claim_sql, event_sql, event_sql::NewEvent, gate_sql, leader_sql, run_sql, run_sql::ListScope,
+    runner_sql, Dialect, SqlValue, Stmt,
 };
 use sema_core::{run::RunSnapshot, status::TerminalStatus};
 
@@ -34,13 +34,12 @@ fn plan(fx: &SqliteFx, stmt: &Stmt) -> Vec<String> {
 }
 
 /// Table names and the aliases the statements give them.
-const GUARDED: [&str; 12] = [
+const GUARDED: [&str; 11] = [
     "task_run",
     "tr",
     "run_event",
-    "checkpoint",
+    "gate_checkpoint",
     "ck",
-    "pending",
     "steer_message",
     "task_active",
     "ta",
@@ -110,8 +109,14 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     ];
     let mut reapers: Vec<(&str, Stmt)> = vec![];
     for (name, batch) in reaper_batches {
-        // The whole batch: the write, the read-back of the reaped runs, the release of their claims.
-        assert_eq!(batch.len(), claim_sql::REAP_CLAIM_DELETE + 1, "{name}");
+        // The whole batch: the write, the read-back of the reaped runs, the release of their claims
+        // (and, for parked runs, their `done` events and the expiry of their gates).
+        let want = if name == "reap_stale" {
+            claim_sql::REAP_CLAIM_DELETE + 1
+        } else {
+            claim_sql::REAP_GATE_EXPIRE + 1
+        };
+        assert_eq!(batch.len(), want, "{name}");
         let stamp = plan(&fx, &batch[claim_sql::REAP_CLAIM_STAMP]);
         assert!(
             stamp.iter().any(|l| l.contains("uq_task_active_task"))
@@ -273,6 +278,69 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         .into_iter()
         .map(|s| ("append", s)),
     );
+    // Gates: the park, both decisions, the reads by session and task, the void, the lease's resume.
+    runner.extend(
+        gate_sql::park(
+            d,
+            &gate_sql::Park {
+                task_id: "t",
+                lease_epoch: 1,
+                runner_id: "r",
+                checkpoint_id: "c",
+                gate_kind: "human",
+                status: sema_core::status::ParkStatus::Suspended,
+                card_json: "{}",
+                event_json: "{}",
+                expires_at: None,
+                now: 1,
+            },
+        )
+        .into_iter()
+        .map(|s| ("park", s)),
+    );
+    for effect in [
+        gate_sql::Effect::Resume { event_json: "{}" },
+        gate_sql::Effect::End {
+            status: TerminalStatus::Cancelled,
+            result_json: None,
+            error: None,
+            error_code: None,
+            done_json: "{}",
+        },
+    ] {
+        runner.extend(
+            gate_sql::resolve(
+                d,
+                &gate_sql::ResolveWrite {
+                    checkpoint_id: "c",
+                    task_id: "t",
+                    resolution_id: "rid",
+                    decision: "approve",
+                    reason: None,
+                    effect,
+                    now: 1,
+                },
+            )
+            .into_iter()
+            .map(|s| ("resolve", s)),
+        );
+    }
+    runner.push(("pending_gate", gate_sql::pending_gate(d, "s")));
+    runner.push((
+        "latest_gate session",
+        gate_sql::latest_gate(d, gate_sql::GateScope::Session("s")),
+    ));
+    runner.push((
+        "latest_gate task",
+        gate_sql::latest_gate(d, gate_sql::GateScope::Task("t")),
+    ));
+    runner.push(("void_pending_of", gate_sql::void_pending_of(d, "t", 1)));
+    runner.push(("resume_of", gate_sql::resume_of(d, "t", "r")));
+    runner.extend(
+        run_sql::cancel(d, "t", 1)
+            .into_iter()
+            .map(|s| ("cancel", s)),
+    );
     for (name, stmt) in &runner {
         assert_indexed(name, &plan(&fx, stmt), false);
     }
@@ -307,6 +375,12 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             format!("list_sessions {scope:?}"),
             run_sql::list_sessions(d, &scope, Some((5, "s")), 51),
         ));
+        for cursor in [Some((5, "s")), None] {
+            lists.push((
+                format!("list_pending {scope:?} {cursor:?}"),
+                gate_sql::list_pending(d, &scope, None, cursor, 51),
+            ));
+        }
     }
     for (name, stmt) in &lists {
         assert_indexed(name, &plan(&fx, stmt), true);
