@@ -26,6 +26,18 @@ pub enum Route {
     AdminReapers,
     /// `GET /v1/admin/sessions/{id}`: what a session's object holds in memory.
     AdminSession(SessionId),
+    /// `POST /v1/runs/{id}/park`: the lease holder parks its run on a human gate.
+    Park(TaskId),
+    /// `GET /v1/approvals?sessionId=`: pending gate cards.
+    ListApprovals,
+    /// `POST /v1/approvals/{sessionId}/decide`: approve or deny a tool-approval-like gate.
+    DecideApproval(SessionId),
+    /// `POST /v1/assistant/tasks/{taskId}/plan_review`: approve or revise a plan.
+    PlanReview(TaskId),
+    /// `POST /v1/assistant/tasks/{taskId}/resume`: continue or stop past a resource limit.
+    ResumeTask(TaskId),
+    /// `POST /v1/sessions/{sessionId}/wake`: a new run after a `task_done` gate.
+    Wake(SessionId),
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -78,10 +90,17 @@ impl Route {
             | Self::CancelRun(_)
             | Self::RunEvents(_)
             | Self::Steer(_)
-            | Self::SubmitTask => Access::ClientSide,
-            Self::Lease | Self::Heartbeat(_) | Self::AppendEvents(_) | Self::Finish(_) => {
-                Access::RunnerSide
-            }
+            | Self::SubmitTask
+            | Self::ListApprovals
+            | Self::DecideApproval(_)
+            | Self::PlanReview(_)
+            | Self::ResumeTask(_)
+            | Self::Wake(_) => Access::ClientSide,
+            Self::Lease
+            | Self::Heartbeat(_)
+            | Self::AppendEvents(_)
+            | Self::Finish(_)
+            | Self::Park(_) => Access::RunnerSide,
             Self::AdminReapers | Self::AdminSession(_) => Access::Operator,
         }
     }
@@ -94,6 +113,10 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
     let task = |raw: &str| {
         TaskId::parse(raw)
             .ok_or_else(|| ApiError::invalid_field("taskId", crate::ids::SAFE_ID_RULE))
+    };
+    let session = |raw: &str| {
+        SessionId::parse(raw)
+            .ok_or_else(|| ApiError::invalid_field("sessionId", crate::ids::SAFE_ID_RULE))
     };
     let only = |allowed: &str, route: Route| {
         if method == allowed {
@@ -141,9 +164,29 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["v1", "tasks"] => only("POST", Route::SubmitTask),
         ["v1", "admin", "reapers"] => only("GET", Route::AdminReapers),
         ["v1", "admin", "sessions", id] => {
-            let id = SessionId::parse(id)
-                .ok_or_else(|| ApiError::invalid_field("sessionId", crate::ids::SAFE_ID_RULE))?;
+            let id = session(id)?;
             only("GET", Route::AdminSession(id))
+        }
+        ["v1", "runs", id, "park"] => {
+            let id = task(id)?;
+            only("POST", Route::Park(id))
+        }
+        ["v1", "approvals"] => only("GET", Route::ListApprovals),
+        ["v1", "approvals", id, "decide"] => {
+            let id = session(id)?;
+            only("POST", Route::DecideApproval(id))
+        }
+        ["v1", "assistant", "tasks", id, "plan_review"] => {
+            let id = task(id)?;
+            only("POST", Route::PlanReview(id))
+        }
+        ["v1", "assistant", "tasks", id, "resume"] => {
+            let id = task(id)?;
+            only("POST", Route::ResumeTask(id))
+        }
+        ["v1", "sessions", id, "wake"] => {
+            let id = session(id)?;
+            only("POST", Route::Wake(id))
         }
         _ => Err(ApiError::route_not_found()),
     }
@@ -188,7 +231,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 14] = [
+    const TABLE: [(&str, &str); 20] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -203,6 +246,12 @@ mod tests {
         ("POST", "/v1/tasks"),
         ("GET", "/v1/admin/reapers"),
         ("GET", "/v1/admin/sessions/s"),
+        ("POST", "/v1/runs/t/park"),
+        ("GET", "/v1/approvals"),
+        ("POST", "/v1/approvals/s/decide"),
+        ("POST", "/v1/assistant/tasks/t/plan_review"),
+        ("POST", "/v1/assistant/tasks/t/resume"),
+        ("POST", "/v1/sessions/s/wake"),
     ];
 
     /// (client, runner, operator) may call it.
@@ -215,10 +264,17 @@ mod tests {
             | Route::CancelRun(_)
             | Route::RunEvents(_)
             | Route::Steer(_)
-            | Route::SubmitTask => (true, false, true),
-            Route::AppendEvents(_) | Route::Heartbeat(_) | Route::Finish(_) | Route::Lease => {
-                (false, true, false)
-            }
+            | Route::SubmitTask
+            | Route::ListApprovals
+            | Route::DecideApproval(_)
+            | Route::PlanReview(_)
+            | Route::ResumeTask(_)
+            | Route::Wake(_) => (true, false, true),
+            Route::AppendEvents(_)
+            | Route::Heartbeat(_)
+            | Route::Finish(_)
+            | Route::Lease
+            | Route::Park(_) => (false, true, false),
             Route::AdminReapers | Route::AdminSession(_) => (false, false, true),
         }
     }

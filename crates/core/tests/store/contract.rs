@@ -714,13 +714,6 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             .await
             .unwrap()
             .len(),
-        4
-    );
-    assert_eq!(
-        s.events_after("t1", 0, 100, PAGE_BYTES)
-            .await
-            .unwrap()
-            .len(),
         6
     );
 }
