@@ -1,6 +1,7 @@
 //! `sema-runner`: a reference runner. It leases runs from a Sema Edge server, executes each objective
 //! as a small script (see `script.rs`), streams `text_delta` events, heartbeats (noticing cancel and
-//! steer messages), and finishes each run. Runs offline against `scripts/dev`.
+//! steer messages), parks runs on human gates (`ask`) and goes on after the decision when a resumed
+//! run is leased again, and finishes each run. Runs offline against `scripts/dev`.
 //!
 //! ```text
 //! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
@@ -92,6 +93,8 @@ enum Outcome {
     Failed(String, &'static str),
     Cancelled,
     LeaseLost,
+    /// Parked on a gate: the park ended the lease, nothing more to write.
+    Parked,
 }
 
 struct Run<'a> {
@@ -168,27 +171,62 @@ impl Run<'_> {
         }
     }
 
-    fn execute(&mut self, steps: &[Step]) -> Result<Outcome, String> {
-        for step in steps {
+    /// Streams `text` as text_delta events, one per word; `Some(outcome)` ends the run.
+    fn say(&mut self, text: &str) -> Result<Option<Outcome>, String> {
+        let pieces = script::deltas(text);
+        for chunk in pieces.chunks(500) {
+            let events = chunk
+                .iter()
+                .map(|d| json!({"type": "text_delta", "data": {"delta": d}}))
+                .collect();
+            if let Some(o) = self.append(events)? {
+                return Ok(Some(o));
+            }
+        }
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.text.push_str(&pieces.concat());
+        Ok(None)
+    }
+
+    /// Parks the run on a gate; the park ends the lease either way.
+    fn park(&mut self, kind: &str, card: Value) -> Result<Outcome, String> {
+        let body = json!({
+            "runnerId": self.client.cfg.runner_id,
+            "leaseEpoch": self.epoch,
+            "gate": {"kind": kind, "card": card},
+        });
+        match self.client.post(&self.path("park"), body)? {
+            Reply::LeaseLost => Ok(Outcome::LeaseLost),
+            _ => Ok(Outcome::Parked),
+        }
+    }
+
+    /// Runs the script from step `from`, first saying `preface` (a resumed run's decision).
+    fn execute(
+        &mut self,
+        steps: &[Step],
+        from: usize,
+        preface: Option<&str>,
+    ) -> Result<Outcome, String> {
+        if let Some(text) = preface {
+            if let Some(o) = self.beat()? {
+                return Ok(o);
+            }
+            if let Some(o) = self.say(text)? {
+                return Ok(o);
+            }
+        }
+        for (index, step) in steps.iter().enumerate().skip(from) {
             if let Some(o) = self.beat()? {
                 return Ok(o);
             }
             match step {
                 Step::Say(text) => {
-                    let pieces = script::deltas(text);
-                    for chunk in pieces.chunks(500) {
-                        let events = chunk
-                            .iter()
-                            .map(|d| json!({"type": "text_delta", "data": {"delta": d}}))
-                            .collect();
-                        if let Some(o) = self.append(events)? {
-                            return Ok(o);
-                        }
+                    if let Some(o) = self.say(text)? {
+                        return Ok(o);
                     }
-                    if !self.text.is_empty() {
-                        self.text.push('\n');
-                    }
-                    self.text.push_str(&pieces.concat());
                 }
                 Step::Sleep(ms) => {
                     let until = Instant::now() + Duration::from_millis(*ms);
@@ -204,12 +242,7 @@ impl Run<'_> {
                 Step::Fail(message) => {
                     return Ok(Outcome::Failed(message.clone(), "runner.script_failed"))
                 }
-                Step::Ask(kind) => {
-                    return Ok(Outcome::Failed(
-                        format!("gate {kind:?}: this runner cannot park runs yet"),
-                        "runner.unsupported_gate",
-                    ))
-                }
+                Step::Ask { kind, text } => return self.park(kind, script::card(text, index)),
             }
         }
         Ok(Outcome::Completed(std::mem::take(&mut self.text)))
@@ -217,7 +250,7 @@ impl Run<'_> {
 
     fn finish(&self, outcome: Outcome) -> Result<(), String> {
         let body = match outcome {
-            Outcome::LeaseLost => return Ok(()),
+            Outcome::LeaseLost | Outcome::Parked => return Ok(()),
             Outcome::Completed(text) => {
                 json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "status": "completed", "result": {"text": text}})
             }
@@ -265,9 +298,14 @@ fn worker(cfg: Config, index: usize) {
             next_event: 0,
         };
         let steps = script::parse(lease["objective"].as_str().unwrap_or_default());
-        let outcome = run
-            .execute(&steps)
-            .unwrap_or_else(|e| Outcome::Failed(e, "runner.error"));
+        let outcome = match lease.get("resume").filter(|r| !r.is_null()) {
+            None => run.execute(&steps, 0, None),
+            Some(resume) => match script::resumption(&steps, resume) {
+                Ok(r) => run.execute(&steps, r.next, Some(&r.say)),
+                Err(e) => Ok(Outcome::Failed(e, "runner.bad_resume")),
+            },
+        }
+        .unwrap_or_else(|e| Outcome::Failed(e, "runner.error"));
         if let Err(e) = run.finish(outcome) {
             eprintln!("sema-runner: finish of {} failed: {e}", run.task_id);
         }
