@@ -201,3 +201,13 @@ pub fn running_conflict_body(task_id: &str) -> String {
         "{{\"error\":\"{CONFLICT_RUNNING_TEXT}\",\"errorCode\":\"conflict.session_active_run\",\"activeTaskId\":\"{task_id}\",\"activeTaskStatus\":\"running\"}}"
     )
 }
+
+/// The exact 409 body for a session whose holder `task_id` is parked (`status`: `suspended` or
+/// `needs_review`) on a pending gate of `kind` that `decide_path` resolves (SPEC-core §4.3: the
+/// path is substituted, `{activeTaskId}` stays literal).
+#[allow(dead_code)] // used by the runner tests (tests/runner/gates.rs)
+pub fn parked_conflict_body(task_id: &str, status: &str, kind: &str, decide_path: &str) -> String {
+    format!(
+        "{{\"error\":\"session already has an active run \u{2014} it is parked waiting for a decision ({status}); resolve it via POST {decide_path}, or POST /v1/runs/{{activeTaskId}}/cancel abandons it\",\"errorCode\":\"conflict.session_active_run\",\"activeTaskId\":\"{task_id}\",\"activeTaskStatus\":\"{status}\",\"pendingGate\":{{\"kind\":\"{kind}\",\"decidePath\":\"{decide_path}\"}}}}"
+    )
+}

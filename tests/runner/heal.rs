@@ -1,6 +1,6 @@
 //! Sessions that heal themselves, black-box, on a Worker of their own (`SEMA_HEAL_URL`) started with
 //! small liveness knobs: `RUN_STALE_SEC=2` (a held run unheard from for 2 s is stale),
-//! `RUN_QUEUE_STALE_SEC=4`, `LEASE_ACK_SEC=1`. The cron is triggered through wrangler's scheduled test
+//! `RUN_QUEUE_STALE_SEC=4`, `LEASE_ACK_SEC=1`, `APPROVAL_TIMEOUT_SEC=3` (gates expire; tests/runner/gates.rs). The cron is triggered through wrangler's scheduled test
 //! route; out-of-band changes go to the Worker's local D1 the way an operator's manual SQL would
 //! (`wrangler d1 execute --local --persist-to SEMA_HEAL_STATE`).
 
@@ -27,7 +27,7 @@ const STALE: Duration = Duration::from_secs(2);
 const MARGIN: Duration = Duration::from_secs(6);
 
 /// Runs one statement against the heal Worker's local D1, out of band; the rows it returns.
-fn d1(sql: &str) -> Vec<Value> {
+pub(crate) fn d1(sql: &str) -> Vec<Value> {
     let state = std::env::var("SEMA_HEAL_STATE").expect("SEMA_HEAL_STATE is not set");
     let root = concat!(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("npx")
@@ -55,7 +55,7 @@ fn d1(sql: &str) -> Vec<Value> {
 }
 
 /// Triggers one cron tick (wrangler dev's scheduled test route).
-fn cron() {
+pub(crate) fn cron() {
     let r = client().get("/__scheduled?cron=*+*+*+*+*");
     assert_eq!(r.status, 200, "scheduled route: {}", r.body);
 }

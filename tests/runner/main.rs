@@ -13,6 +13,7 @@ mod sse;
 
 mod bounds;
 mod execution;
+mod gates;
 mod heal;
 mod protocol;
 mod tasks;
