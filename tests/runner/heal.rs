@@ -1,8 +1,9 @@
 //! Sessions that heal themselves, black-box, on a Worker of their own (`SEMA_HEAL_URL`) started with
 //! small liveness knobs: `RUN_STALE_SEC=2` (a held run unheard from for 2 s is stale),
 //! `RUN_QUEUE_STALE_SEC=4`, `LEASE_ACK_SEC=1`, `APPROVAL_TIMEOUT_SEC=3` (the expiry tests of
-//! tests/runner/gates.rs). The cron is triggered through wrangler's scheduled test route; out-of-band changes go to the Worker's local D1 the way an operator's manual SQL would
-//! (`wrangler d1 execute --local --persist-to SEMA_HEAL_STATE`).
+//! tests/runner/gates.rs). The cron is triggered through wrangler's scheduled test route; out-of-band
+//! changes go to the Worker's local D1 the way an operator's manual SQL would (`wrangler d1 execute
+//! --local --persist-to SEMA_HEAL_STATE`).
 
 use crate::helpers::{unique, Client, Resp};
 use crate::sse::{read_sse_at, Frame};
