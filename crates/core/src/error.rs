@@ -116,8 +116,8 @@ impl ErrorCode {
             | Self::GateNotPlanReview
             | Self::GateNotResumable
             | Self::WakeGatePending
-            | Self::NotResumable => 409,
-            Self::GateExpired => 410,
+            | Self::NotResumable
+            | Self::GateExpired => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,

@@ -497,7 +497,7 @@ pub enum Refusal {
         /// `None` for a kind this build does not know.
         decide_path: Option<String>,
     },
-    /// The gate's deadline passed before the decision: `gate_expired` (410); the run ends (or ended)
+    /// The gate's deadline passed before the decision: `gate_expired` (409); the run ends (or ended)
     /// `approval.expired`.
     Expired,
     /// The gate was already decided and that decision still stands (a concurrent decider won, or this
@@ -972,7 +972,7 @@ mod tests {
         let p = DecidePath::Approvals;
         let cases = [
             (Refusal::NothingPending, "not_found", 404),
-            (Refusal::Expired, "gate_expired", 410),
+            (Refusal::Expired, "gate_expired", 409),
             (Refusal::LostRace, "not_resumable", 409),
         ];
         for (r, code, status) in cases {
