@@ -41,7 +41,8 @@ pub const EXPIRES_IN_MAX_SEC: u64 = 30 * 24 * 3600;
 pub const NOTE_MAX_BYTES: usize = 16 * 1024;
 
 /// The endpoint family that resolves a gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DecidePath {
     /// `POST /v1/approvals/{sessionId}/decide`: tool approvals and human asks.
     Approvals,
@@ -151,7 +152,8 @@ pub fn park_status(kind: &str) -> Option<ParkStatus> {
 }
 
 /// A decision on a gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approve,
     Deny,
