@@ -30,3 +30,10 @@ pub fn instance_id(env: &Env) -> String {
         .map(|v| v.to_string())
         .unwrap_or_else(|_| "default".to_owned())
 }
+
+/// `APPROVAL_TIMEOUT_SEC` (default 0 = off): when set, no gate waits longer than this.
+pub fn approval_timeout_sec(env: &Env) -> u64 {
+    int(env, "APPROVAL_TIMEOUT_SEC")
+        .filter(|s| *s > 0)
+        .map_or(0, |s| s as u64)
+}

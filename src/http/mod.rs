@@ -4,13 +4,17 @@
 mod admin;
 mod body;
 pub mod error;
+mod gates;
 mod reply;
 mod runner;
 mod runs;
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use error::{json, respond};
-use sema_core::route::{match_route, Access, Route};
+use sema_core::{
+    gate::DecidePath,
+    route::{match_route, Access, Route},
+};
 use worker::{Env, Headers, Request, Response};
 
 pub async fn handle(mut req: Request, env: Env) -> Response {
@@ -50,6 +54,16 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::Finish(id) => runner::finish(req, cx, &id).await,
         Route::AdminReapers => admin::reapers(cx).await,
         Route::AdminSession(id) => admin::session(cx, id.as_str()).await,
+        Route::Park(id) => gates::park(req, cx, &id).await,
+        Route::ListApprovals => gates::list(req, cx, p).await,
+        Route::DecideApproval(id) => {
+            gates::decide(req, cx, p, DecidePath::Approvals, id.as_str()).await
+        }
+        Route::PlanReview(id) => {
+            gates::decide(req, cx, p, DecidePath::PlanReview, id.as_str()).await
+        }
+        Route::ResumeTask(id) => gates::decide(req, cx, p, DecidePath::Resume, id.as_str()).await,
+        Route::Wake(id) => gates::wake(req, cx, p, &id).await,
     }
 }
 

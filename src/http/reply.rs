@@ -36,6 +36,36 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             streams,
             claim,
         } => answer::stats(waiters, streams, claim.as_deref()),
+        SessionReply::Parked {
+            task_id,
+            status,
+            seq,
+        } => (
+            200,
+            serde_json::json!({"taskId": task_id, "status": status, "seq": seq}).to_string(),
+        ),
+        SessionReply::Decided {
+            woken: Some(admission),
+            ..
+        } => return render(cx, Answer::Reply(*admission)),
+        SessionReply::Decided {
+            task_id,
+            session_id,
+            kind,
+            decision,
+            status,
+            woken: None,
+        } => (
+            200,
+            serde_json::json!({
+                "taskId": task_id,
+                "sessionId": session_id,
+                "gate": kind,
+                "decision": decision.as_str(),
+                "status": status,
+            })
+            .to_string(),
+        ),
         SessionReply::Noted { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }

@@ -34,7 +34,7 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
             .await?
         {
             let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
-            let body = serde_json::json!({
+            let mut body = serde_json::json!({
                 "taskId": l.task_id,
                 "sessionId": l.session_id,
                 "leaseEpoch": l.lease_epoch,
@@ -42,6 +42,23 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
                 "meta": meta,
                 "lastSeq": l.last_seq,
             });
+            if let Some(r) = &l.resume {
+                // The decision the run resumes from; a plan review's text is its `feedback`.
+                let note = if r.kind == "plan_review" {
+                    "feedback"
+                } else {
+                    "reason"
+                };
+                let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
+                let mut resume = serde_json::json!({
+                    "gate": {"kind": r.kind, "card": card},
+                    "decision": r.decision,
+                });
+                if let Some(text) = &r.reason {
+                    resume[note] = text.as_str().into();
+                }
+                body["resume"] = resume;
+            }
             return Ok(json(200, body.to_string()));
         }
         let left = deadline - platform::now_ms();
@@ -96,7 +113,7 @@ thread_local! {
 }
 
 /// The session of a run a runner addresses (404 when the run does not exist).
-async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
+pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
     if let Some(s) = SESSION_OF.with(|m| m.borrow().get(task_id.as_str()).cloned()) {
         return Ok(s);
     }

@@ -344,6 +344,10 @@ async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, 
 }
 
 /// Sends `call` to the session's object and renders its answer.
-async fn ask(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Response, Failure> {
+pub(super) async fn ask(
+    cx: &Cx,
+    session_id: &str,
+    call: &SessionCall,
+) -> Result<Response, Failure> {
     reply::render(cx, client::call(cx, session_id, call).await?)
 }

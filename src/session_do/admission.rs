@@ -17,7 +17,8 @@ use sema_core::{
     liveness::{self, Verdict},
     session_protocol::SessionReply,
     sql::run_sql::NewRun,
-    store::{AdmissionStore, CreateRun, RunReadStore, RunSnapshot, Takeover},
+    status,
+    store::{AdmissionStore, CreateRun, GateStore, RunReadStore, RunSnapshot, Takeover},
     wire::objective_preview,
     ApiError,
 };
@@ -91,7 +92,18 @@ impl SessionDo {
         let now = platform::now_ms();
         let staleness = self.staleness;
         let retry = attempts > 1;
-        match (liveness::judge(row.as_ref(), now, &staleness), row) {
+        // A parked holder is judged by its gate (SPEC-core §2.4 rule 6), which the claim remembers
+        // for the 409's materials.
+        let mut verdict = liveness::judge(row.as_ref(), now, &staleness);
+        if let Some(parked) = row.as_ref().filter(|r| status::is_parked(&r.status)) {
+            let gate = store
+                .pending_gate(&input.session_id)
+                .await?
+                .filter(|g| g.task_id == parked.task_id);
+            claim.gate_kind = gate.as_ref().map(|g| g.kind.clone());
+            verdict = liveness::judge_parked(parked, gate.is_some(), now).unwrap_or(verdict);
+        }
+        match (verdict, row) {
             (Verdict::Live { deadline }, Some(row)) => {
                 claim.status = row.status;
                 claim.recheck_at = recheck_at(now, deadline, staleness.held_ms);

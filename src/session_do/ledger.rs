@@ -136,8 +136,8 @@ impl SessionDo {
             store.release_claim_of(task_id).await?;
             released = self.forget_claim_of(task_id).await?;
         }
-        if let Some((seq, frame)) = &effects.done {
-            self.hub.publish(task_id, *seq, frame, true);
+        if effects.done.is_some() {
+            self.publish_closing_done(cx, run.as_ref()).await?;
         }
         Ok(released)
     }
@@ -153,9 +153,9 @@ impl SessionDo {
         if effects.forget_claim {
             self.forget_claim_of(&task_id).await?;
         }
-        if let Some((seq, frame)) = &effects.done {
-            // Open streams and waiters of the run end with the done frame built from the row.
-            self.hub.publish(&task_id, *seq, frame, true);
+        if effects.done.is_some() {
+            // Open streams and waiters of the run end with its done frame.
+            self.publish_closing_done(cx, outcome.run.as_ref()).await?;
         }
         Ok(SessionReply::Cancelled(CancelReply {
             task_id,
@@ -163,5 +163,33 @@ impl SessionDo {
             run: outcome.run,
             claim_released: outcome.claim_released,
         }))
+    }
+
+    /// Ends the run's open streams and waiters with its `done` frame: the ledger's own `done` when
+    /// the writer that ended it appended one (a runner's finish, a decision, a reaper), else one
+    /// built from the row at `last_seq + 1` — the frame a replay of the ledger ends with too.
+    async fn publish_closing_done(
+        &self,
+        cx: &Cx,
+        run: Option<&sema_core::run::RunRow>,
+    ) -> Result<(), Failure> {
+        let Some(run) = run else {
+            return Ok(());
+        };
+        let last = if run.last_seq > 0 {
+            cx.store()?
+                .events_after(
+                    &run.task_id,
+                    run.last_seq - 1,
+                    1,
+                    sema_core::sql::event_sql::EVENT_PAGE_MAX_BYTES,
+                )
+                .await?
+        } else {
+            Vec::new()
+        };
+        let (seq, frame) = sema_core::sse_subscriber::closing_done(run, last.first());
+        self.hub.publish(&run.task_id, seq, &frame, true);
+        Ok(())
     }
 }

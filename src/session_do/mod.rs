@@ -20,6 +20,7 @@ mod admission;
 mod alarm;
 pub mod client;
 mod fanout;
+mod gates;
 mod ledger;
 mod state;
 mod streams;
@@ -152,6 +153,8 @@ impl SessionDo {
             SessionCall::RunEnded { task_id } => SessionReply::Noted {
                 claim_released: self.end_run(cx, &task_id).await?,
             },
+            SessionCall::Park { task_id, park } => self.park(cx, &task_id, park).await?,
+            SessionCall::Decide { decide, wake } => self.decide(cx, decide, wake).await?,
             SessionCall::Stats => {
                 let (waiters, streams) = self.hub.counts();
                 SessionReply::Stats {

@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 14] = [
+const TABLE: [(&str, &str, bool, bool, bool); 20] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -25,6 +25,36 @@ const TABLE: [(&str, &str, bool, bool, bool); 14] = [
     ("POST", "/v1/runs/no-such-run/events", false, true, false),
     ("POST", "/v1/runs/no-such-run/finish", false, true, false),
     ("GET", "/v1/admin/reapers", false, false, true),
+    ("POST", "/v1/runs/no-such-run/park", false, true, false),
+    ("GET", "/v1/approvals", true, false, true),
+    (
+        "POST",
+        "/v1/approvals/no-such-session/decide",
+        true,
+        false,
+        true,
+    ),
+    (
+        "POST",
+        "/v1/assistant/tasks/no-such-run/plan_review",
+        true,
+        false,
+        true,
+    ),
+    (
+        "POST",
+        "/v1/assistant/tasks/no-such-run/resume",
+        true,
+        false,
+        true,
+    ),
+    (
+        "POST",
+        "/v1/sessions/no-such-session/wake",
+        true,
+        false,
+        true,
+    ),
     (
         "GET",
         "/v1/admin/sessions/no-such-session",

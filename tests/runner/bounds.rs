@@ -76,8 +76,11 @@ fn a_subscriber_that_never_reads_is_ended_and_a_resuming_reader_receives_everyth
         !text.contains("\"type\":\"done\""),
         "the stalled stream got done"
     );
+    // The object gave up after its 4 MiB queue; what else reached this socket sat in wrangler's
+    // proxy and the kernel's buffers, which grow with the machine's load (23 MB seen on a busy
+    // machine), so the bound says only "far short of the 50 MiB appended".
     assert!(
-        body.len() < 20 * 1024 * 1024,
+        body.len() < 32 * 1024 * 1024,
         "the stalled stream was sent {} bytes",
         body.len()
     );

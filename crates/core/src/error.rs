@@ -36,11 +36,12 @@ pub enum ErrorCode {
     WakeGatePending,
     GateExpired,
     NotResumable,
+    GatePending,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -66,6 +67,7 @@ impl ErrorCode {
         Self::WakeGatePending,
         Self::GateExpired,
         Self::NotResumable,
+        Self::GatePending,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -96,6 +98,7 @@ impl ErrorCode {
             Self::WakeGatePending => "wake.gate_pending",
             Self::GateExpired => "gate_expired",
             Self::NotResumable => "not_resumable",
+            Self::GatePending => "gate.pending",
         }
     }
 
@@ -116,8 +119,9 @@ impl ErrorCode {
             | Self::GateNotPlanReview
             | Self::GateNotResumable
             | Self::WakeGatePending
-            | Self::NotResumable => 409,
-            Self::GateExpired => 410,
+            | Self::NotResumable
+            | Self::GatePending
+            | Self::GateExpired => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
@@ -317,6 +321,14 @@ impl ApiError {
         )
         .with("header", &name)
         .with("limit", &max)
+    }
+
+    /// A park refused because the session already has a pending gate (one decision at a time).
+    pub fn gate_pending() -> Self {
+        Self::new(
+            ErrorCode::GatePending,
+            "this session already has a pending gate; a run parks only when no decision is pending in its session",
+        )
     }
 
     /// An infrastructure failure: opaque to the caller.

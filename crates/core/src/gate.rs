@@ -41,7 +41,8 @@ pub const EXPIRES_IN_MAX_SEC: u64 = 30 * 24 * 3600;
 pub const NOTE_MAX_BYTES: usize = 16 * 1024;
 
 /// The endpoint family that resolves a gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DecidePath {
     /// `POST /v1/approvals/{sessionId}/decide`: tool approvals and human asks.
     Approvals,
@@ -151,7 +152,8 @@ pub fn park_status(kind: &str) -> Option<ParkStatus> {
 }
 
 /// A decision on a gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approve,
     Deny,
@@ -497,7 +499,7 @@ pub enum Refusal {
         /// `None` for a kind this build does not know.
         decide_path: Option<String>,
     },
-    /// The gate's deadline passed before the decision: `gate_expired` (410); the run ends (or ended)
+    /// The gate's deadline passed before the decision: `gate_expired` (409); the run ends (or ended)
     /// `approval.expired`.
     Expired,
     /// The gate was already decided and that decision still stands (a concurrent decider won, or this
@@ -972,7 +974,7 @@ mod tests {
         let p = DecidePath::Approvals;
         let cases = [
             (Refusal::NothingPending, "not_found", 404),
-            (Refusal::Expired, "gate_expired", 410),
+            (Refusal::Expired, "gate_expired", 409),
             (Refusal::LostRace, "not_resumable", 409),
         ];
         for (r, code, status) in cases {

@@ -105,6 +105,34 @@ pub fn judge(holder: Option<&RunRow>, now: i64, s: &Staleness) -> Verdict {
     }
 }
 
+/// How long a parked run with nothing that could resume it keeps its claim (SPEC-core §2.4 rule 6:
+/// a settle margin for a park racing its gate's write, not a time-to-live).
+pub const PARKED_SETTLE_MS: i64 = 30_000;
+
+/// SPEC-core §2.4 rule 6, for a parked holder (`None` for any other status: use [`judge`]). A gate
+/// of the run's that is pending — or expired, which the expiry reaper will settle — keeps it live;
+/// with neither, it is live for [`PARKED_SETTLE_MS`] after its last write, then stale.
+pub fn judge_parked(run: &RunRow, has_gate: bool, now: i64) -> Option<Verdict> {
+    if !status::is_parked(&run.status) {
+        return None;
+    }
+    let settle_until = run.updated_at.saturating_add(PARKED_SETTLE_MS);
+    Some(if has_gate {
+        Verdict::Live { deadline: None }
+    } else if now < settle_until {
+        Verdict::Live {
+            deadline: Some(settle_until),
+        }
+    } else {
+        Verdict::Stale {
+            reason: format!(
+                "parked run ({}) has no resumable checkpoint \u{2014} claim reclaimed",
+                run.status
+            ),
+        }
+    })
+}
+
 /// The read face as of `now` (SPEC-api §5.8): a running row past its cutoff reads `failed` with
 /// `run.stalled` before any reaper has written it; a non-terminal row says how long it has been quiet.
 pub fn read_face<'a>(run: &'a RunRow, now: i64, s: &Staleness) -> RunFace<'a> {
@@ -192,6 +220,30 @@ mod tests {
             assert_eq!(S.deadline(&run(status, None, 0)), None, "{status}");
             assert!(!S.is_stale(&run(status, None, 0), i64::MAX));
         }
+    }
+
+    #[test]
+    fn a_parked_holder_is_live_while_a_gate_can_resume_it_and_stale_after_the_settle_margin() {
+        let parked = run("suspended", None, 0);
+        assert_eq!(judge_parked(&run("running", None, 0), false, 0), None);
+        assert_eq!(
+            judge_parked(&parked, true, i64::MAX),
+            Some(Verdict::Live { deadline: None })
+        );
+        assert_eq!(
+            judge_parked(&parked, false, PARKED_SETTLE_MS - 1),
+            Some(Verdict::Live {
+                deadline: Some(PARKED_SETTLE_MS)
+            })
+        );
+        assert_eq!(
+            judge_parked(&run("needs_review", None, 0), false, PARKED_SETTLE_MS),
+            Some(Verdict::Stale {
+                reason:
+                    "parked run (needs_review) has no resumable checkpoint \u{2014} claim reclaimed"
+                        .into()
+            })
+        );
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub struct RunSnapshot {
     /// Compared NULL-safely (the schema keeps it NOT NULL).
     pub heartbeat_at: Option<i64>,
     pub held_by: Option<String>,
+    /// The status as read: `running`, or a park word (a parked run nothing can resume).
+    pub status: String,
 }
 
 impl RunSnapshot {
@@ -112,6 +114,7 @@ impl RunSnapshot {
             lease_epoch: run.lease_epoch,
             heartbeat_at: run.heartbeat_at,
             held_by: run.held_by.clone(),
+            status: run.status.clone(),
         }
     }
 }

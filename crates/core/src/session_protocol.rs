@@ -12,8 +12,13 @@
 
 pub use crate::admission::Admission;
 use crate::{
-    admission::AdmitInput, conflict::Conflict, error::ApiError, run::RunRow,
-    runner_wire::LeaseHolder, status::TerminalStatus,
+    admission::AdmitInput,
+    conflict::Conflict,
+    error::ApiError,
+    gate::{DecidePath, Decision},
+    run::RunRow,
+    runner_wire::LeaseHolder,
+    status::{ParkStatus, TerminalStatus},
 };
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +83,41 @@ pub enum SessionCall {
     },
     /// Diagnostics: what the object holds in memory (operators only).
     Stats,
+    /// The lease holder parks its run on a gate.
+    Park {
+        task_id: String,
+        park: WirePark,
+    },
+    /// A client's decision on the session's pending gate; for a wake, the run to admit after it.
+    Decide {
+        decide: WireDecide,
+        wake: Option<AdmitInput>,
+    },
+}
+
+/// A park as the Worker forwards it (validated; the deadline already bounded by
+/// `APPROVAL_TIMEOUT_SEC`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WirePark {
+    pub holder: LeaseHolder,
+    pub kind: String,
+    pub status: ParkStatus,
+    /// The card, compact JSON text (at most 64 KiB).
+    pub card_json: String,
+    /// `None`: never expires.
+    pub expires_at: Option<i64>,
+}
+
+/// A decision as the Worker forwards it (validated for its path; ownership checked).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireDecide {
+    pub path: DecidePath,
+    /// The session id (approvals, wake) or task id (plan review, resume) the path names.
+    pub scope_id: String,
+    pub decision: Decision,
+    pub reason: Option<String>,
+    /// Fresh per attempt.
+    pub resolution_id: String,
 }
 
 /// How much of a call runs under the object's lock.
@@ -106,7 +146,9 @@ impl SessionCall {
             | Self::Append { .. }
             | Self::Finish { .. }
             | Self::Steer { .. }
-            | Self::RunEnded { .. } => Lock::Whole,
+            | Self::RunEnded { .. }
+            | Self::Park { .. }
+            | Self::Decide { .. } => Lock::Whole,
             Self::Stats => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
@@ -178,6 +220,22 @@ pub enum SessionReply {
         waiters: usize,
         streams: usize,
         claim: Option<String>,
+    },
+    /// A run parked: its park word and the park event's seq.
+    Parked {
+        task_id: String,
+        status: String,
+        seq: i64,
+    },
+    /// A decision was recorded: the run resumed (`status` running) or ended (its terminal status);
+    /// after a wake, `woken` is the new run's admission (or the conflict that refused it).
+    Decided {
+        task_id: String,
+        session_id: String,
+        kind: String,
+        decision: Decision,
+        status: String,
+        woken: Option<Box<SessionReply>>,
     },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),

@@ -61,7 +61,8 @@ impl std::fmt::Display for TerminalStatus {
 }
 
 /// A parked status: the run waits for a human decision, keeps its claim, and has no driving leg.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ParkStatus {
     Suspended,
     NeedsReview,

@@ -550,6 +550,7 @@ mod placeholder_tests {
         ));
         v.push(claim_sql::recent_ticks(d, 5));
         let snapshot = crate::run::RunSnapshot {
+            status: "running".into(),
             task_id: "old".into(),
             lease_epoch: 2,
             heartbeat_at: Some(7),

@@ -336,7 +336,9 @@ pub struct Takeover<'a> {
 /// Index in [`take_over`]'s batch where [`admit`]'s statements start.
 pub const TAKEOVER_ADMIT: usize = 2;
 
-/// Takeover as one batch: the guarded fail of the old holder (error = reason, no error code), also
+/// Takeover as one batch: the guarded fail of the old holder (error = reason, no error code; its
+/// status, epoch, heartbeat and holder as in the snapshot: a running run gone silent, or a parked run
+/// nothing can resume, SPEC-core §2.4 rule 6), also
 /// conditional on the old run belonging to `new`'s session and that session being the submitter's
 /// (so a foreign submitter writes nothing); release of the old run's claim (only if now terminal);
 /// then exactly [`admit`]'s statements. When the guard fails (a heartbeat landed since the
@@ -348,15 +350,15 @@ pub fn take_over(d: Dialect, t: &Takeover<'_>) -> Vec<Stmt> {
         Stmt::pick(
             d,
             "UPDATE task_run SET status = 'failed', error = ?5, error_code = NULL, held_by = NULL, \
-             updated_at = ?6 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             updated_at = ?6 WHERE task_id = ?1 AND status = ?9 AND lease_epoch = ?2 \
              AND heartbeat_at IS ?3 AND held_by IS ?4 AND session_id = ?7 \
              AND EXISTS (SELECT 1 FROM session WHERE session_id = ?7 AND owner IS ?8)",
             "UPDATE task_run SET status = 'failed', error = $5, error_code = NULL, held_by = NULL, \
-             updated_at = $6 WHERE task_id = $1 AND status = 'running' AND lease_epoch = $2 \
+             updated_at = $6 WHERE task_id = $1 AND status = $9 AND lease_epoch = $2 \
              AND heartbeat_at IS NOT DISTINCT FROM $3 AND held_by IS NOT DISTINCT FROM $4 AND session_id = $7 \
              AND EXISTS (SELECT 1 FROM session WHERE session_id = $7 AND owner IS NOT DISTINCT FROM $8)",
             "UPDATE task_run SET status = 'failed', error = ?5, error_code = NULL, held_by = NULL, \
-             updated_at = ?6 WHERE task_id = ?1 AND status = 'running' AND lease_epoch = ?2 \
+             updated_at = ?6 WHERE task_id = ?1 AND status = ?9 AND lease_epoch = ?2 \
              AND heartbeat_at <=> ?3 AND held_by <=> ?4 AND session_id = ?7 \
              AND EXISTS (SELECT 1 FROM session WHERE session_id = ?7 AND owner <=> ?8)",
             vec![
@@ -368,6 +370,7 @@ pub fn take_over(d: Dialect, t: &Takeover<'_>) -> Vec<Stmt> {
                 t.new.now.into(),
                 t.new.session_id.into(),
                 t.new.owner.into(),
+                s.status.as_str().into(),
             ],
         ),
         release_claim_of(d, &s.task_id),

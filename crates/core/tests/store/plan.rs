@@ -152,6 +152,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         .map(|s| ("record_tick", s)),
     );
     let snapshot = RunSnapshot {
+        status: "running".into(),
         task_id: "old".into(),
         lease_epoch: 2,
         heartbeat_at: Some(7),
