@@ -195,6 +195,9 @@ struct Gated {
     epoch: i64,
     kind: String,
     card: Value,
+    /// The run's `heldBy` before any runner leased it (the read face names the instance then): what
+    /// it shows again once the park ended the lease.
+    unheld: Value,
 }
 
 impl Gated {
@@ -244,14 +247,22 @@ impl Site {
         self.anon().with_role("runner")
     }
 
+    /// A reader that sees every principal's runs.
+    fn reader(&self) -> Client {
+        self.user("gate-reader").with_role("operator")
+    }
+
     fn run(&self, task: &str) -> Value {
-        let r = get(&self.anon(), &format!("/v1/runs/{task}"));
+        let r = get(&self.reader(), &format!("/v1/runs/{task}"));
         assert_eq!(r.status, 200, "{}", r.body);
         r.json()
     }
 
     fn ledger(&self, task: &str) -> Vec<Value> {
-        let r = get(&self.anon(), &format!("/v1/runs/{task}/events?limit=1000"));
+        let r = get(
+            &self.reader(),
+            &format!("/v1/runs/{task}/events?limit=1000"),
+        );
         assert_eq!(r.status, 200, "{}", r.body);
         r.json()["events"].as_array().cloned().unwrap_or_default()
     }
@@ -376,6 +387,7 @@ impl Site {
     ) -> Gated {
         let session = unique("gate");
         let task = self.submit(owner, &session, "manual").admitted();
+        let unheld = self.run(&task)["heldBy"].clone();
         let runner = unique("gate-runner");
         let epoch = self.lease_of(&task, &runner)["leaseEpoch"]
             .as_i64()
@@ -393,6 +405,7 @@ impl Site {
             epoch,
             kind: kind.to_owned(),
             card,
+            unheld,
         }
     }
 
@@ -475,6 +488,7 @@ fn a_park_answers_its_park_word_and_seq_ends_the_lease_and_records_the_gate_in_t
     for kind in KINDS {
         let session = unique("park");
         let task = site.submit(&c, &session, "manual").admitted();
+        let unheld = site.run(&task)["heldBy"].clone();
         let runner = unique("parker");
         let lease = site.lease_of(&task, &runner);
         assert!(
@@ -493,10 +507,9 @@ fn a_park_answers_its_park_word_and_seq_ends_the_lease_and_records_the_gate_in_t
         );
         let v = site.run(&task);
         assert_eq!(v["status"], park_word(kind), "{kind}: {v}");
-        assert!(
-            v["heldBy"].is_null(),
-            "{kind}: the park ended the lease: {v}"
-        );
+        // The park ended the lease: the read face names no runner, as before the first lease.
+        assert_eq!(v["heldBy"], unheld, "{kind}: {v}");
+        assert_ne!(v["heldBy"], runner.as_str(), "{kind}: {v}");
         let book = site.ledger(&task);
         assert_eq!(types(&book), ["text_delta", park_word(kind)], "{kind}");
         assert_eq!(book[1]["seq"], 2);
@@ -743,10 +756,11 @@ fn approving_resumes_the_run_and_its_next_lease_carries_the_decision_until_it_pa
         r.json(),
         json!({"taskId": g.task, "sessionId": g.session, "gate": "tool_approval", "decision": "approve", "status": "running"})
     );
+    // Running again and queued: no runner holds it.
     let v = site.run(&g.task);
     assert_eq!(
-        (v["status"].as_str(), v["heldBy"].is_null()),
-        (Some("running"), true),
+        (v["status"].as_str(), &v["heldBy"]),
+        (Some("running"), &g.unheld),
         "{v}"
     );
     let book = site.ledger(&g.task);
@@ -1058,7 +1072,7 @@ fn waking_a_finished_task_completes_it_with_its_card_and_admits_a_new_run_in_the
         (
             fresh["status"].as_str(),
             fresh["sessionId"].as_str(),
-            fresh["objective"].as_str()
+            fresh["objectivePreview"].as_str()
         ),
         (
             Some("running"),
@@ -1599,7 +1613,12 @@ fn every_gate_kind_parks_the_reference_runners_run_and_the_decision_resumes_it()
             )
             .admitted();
         let parked = site.wait_until(&task, "the park", |r| r["status"] == park_word(kind));
-        assert!(parked["heldBy"].is_null(), "{parked}");
+        assert!(
+            !parked["heldBy"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("runner-")),
+            "the park ended the runner's lease: {parked}"
+        );
         let book = site.ledger(&task);
         assert_eq!(types(&book), ["text_delta", park_word(kind)], "{kind}");
         let card = json!({"text": "please check", "step": 1});
@@ -1822,6 +1841,20 @@ fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
     panic!("{what}: not within {within:?}");
 }
 
+/// A listed gate parked between `before` and `after` (this machine's clock, which the Worker shares)
+/// was created within those bounds and expires `wait_ms` after its park.
+fn assert_deadline(a: &Value, before: i64, after: i64, wait_ms: i64) {
+    let created = a["createdAt"].as_i64().unwrap();
+    let expires = a["expiresAt"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no deadline: {a}"));
+    assert!((before..=after).contains(&created), "createdAt: {a}");
+    assert!(
+        (before + wait_ms..=after + wait_ms).contains(&expires),
+        "expiresAt is not {wait_ms} ms after the park ({before}..{after}): {a}"
+    );
+}
+
 /// The gate of `g` has expired: a decision is `gate_expired`; the cron fails the run with
 /// `approval.expired` and a `done` event; the session admits again.
 fn assert_expires(site: &Site, g: &Gated, stream: JoinHandle<Vec<Frame>>) {
@@ -1871,14 +1904,11 @@ fn assert_expires(site: &Site, g: &Gated, stream: JoinHandle<Vec<Frame>>) {
 fn a_decision_after_the_gates_deadline_is_gate_expired_and_the_cron_fails_the_run() {
     let _secrecy = Secrecy;
     let site = Site::heal();
+    let before = now_ms();
     let g = site.parked_with(&site.anon(), "human", json!({"text": "quick"}), Some(1));
+    let after = now_ms();
     let listed = site.approvals(&site.anon(), &format!("?sessionId={}", g.session));
-    let a = &listed["approvals"][0];
-    assert_eq!(
-        a["expiresAt"].as_i64().unwrap() - a["createdAt"].as_i64().unwrap(),
-        1_000,
-        "{a}"
-    );
+    assert_deadline(&listed["approvals"][0], before, after, 1_000);
     let stream = site.stream(&g.task);
     std::thread::sleep(Duration::from_millis(1_500));
     assert_expires(&site, &g, stream);
@@ -1890,19 +1920,17 @@ fn a_park_without_a_deadline_expires_after_approval_timeout_sec() {
     let site = Site::heal();
     let c = site.anon();
     // No deadline asked, and one past APPROVAL_TIMEOUT_SEC: both wait 3 s.
+    let before = now_ms();
     let gates = [
         site.parked_with(&c, "plan_review", json!({"text": "plan"}), None),
         site.parked_with(&c, "resource_limit", json!({"text": "limit"}), Some(600)),
     ];
+    let after = now_ms();
     let mut streams = vec![];
     for g in &gates {
         let listed = site.approvals(&c, &format!("?sessionId={}", g.session));
         let a = &listed["approvals"][0];
-        assert_eq!(
-            a["expiresAt"].as_i64().unwrap() - a["createdAt"].as_i64().unwrap(),
-            3_000,
-            "{a}"
-        );
+        assert_deadline(a, before, after, 3_000);
         assert_eq!(site.ledger(&g.task)[0]["data"]["expiresAt"], a["expiresAt"]);
         streams.push(site.stream(&g.task));
     }
