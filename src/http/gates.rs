@@ -68,9 +68,8 @@ async fn decide_scope(
         (id.to_owned(), owner)
     } else {
         let task = TaskId::parse(id).ok_or_else(nothing)?;
-        let run = visible_run(cx, principal, &task)
-            .await
-            .map_err(|_| Failure::from(nothing()))?;
+        // A run the caller may not see is the same 404 as a missing one.
+        let run = visible_run(cx, principal, &task).await?;
         (run.session_id, run.owner)
     };
     if !principal.may_access(owner.as_deref()) {
