@@ -30,11 +30,6 @@ const APPROVALS_PAGE_DEFAULT: i64 = 50;
 pub async fn park(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, ParkBody) = json_body(req).await?;
     let park = body.validate()?;
-    let expires_at = gate::expires_at(
-        platform::now_ms(),
-        park.expires_in_sec,
-        config::approval_timeout_sec(&cx.env),
-    );
     let session = session_of(cx, task_id).await?;
     let call = SessionCall::Park {
         task_id: task_id.as_str().to_owned(),
@@ -43,7 +38,8 @@ pub async fn park(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Respon
             kind: park.kind,
             status: park.status,
             card_json: park.card_json,
-            expires_at,
+            expires_in_sec: park.expires_in_sec,
+            approval_timeout_sec: config::approval_timeout_sec(&cx.env),
         },
     };
     ask(cx, &session, &call).await
@@ -68,9 +64,8 @@ async fn decide_scope(
         (id.to_owned(), owner)
     } else {
         let task = TaskId::parse(id).ok_or_else(nothing)?;
-        let run = visible_run(cx, principal, &task)
-            .await
-            .map_err(|_| Failure::from(nothing()))?;
+        // A run the caller may not see is the same 404 as a missing one.
+        let run = visible_run(cx, principal, &task).await?;
         (run.session_id, run.owner)
     };
     if !principal.may_access(owner.as_deref()) {

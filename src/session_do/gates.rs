@@ -29,8 +29,9 @@ impl SessionDo {
         let token = platform::random::<32>()?;
         let checkpoint_id = gate::checkpoint_id(&token);
         let card: serde_json::Value = serde_json::from_str(&p.card_json)?;
-        let event_json = gate::park_event_data(&p.kind, &card, p.expires_at);
         let now = platform::now_ms();
+        let expires_at = gate::expires_at(now, p.expires_in_sec, p.approval_timeout_sec);
+        let event_json = gate::park_event_data(&p.kind, &card, expires_at);
         let parked = cx
             .store()?
             .park(&Park {
@@ -42,7 +43,7 @@ impl SessionDo {
                 status: p.status,
                 card_json: &p.card_json,
                 event_json: &event_json,
-                expires_at: p.expires_at,
+                expires_at,
                 now,
             })
             .await?;
@@ -56,9 +57,7 @@ impl SessionDo {
         if let Some(claim) = state.claim.as_mut().filter(|c| c.task_id == task_id) {
             claim.status = status.clone();
             claim.gate_kind = Some(p.kind.clone());
-            claim.recheck_at = p
-                .expires_at
-                .unwrap_or(now.saturating_add(PARKED_RECHECK_MS));
+            claim.recheck_at = expires_at.unwrap_or(now.saturating_add(PARKED_RECHECK_MS));
         }
         self.save(state).await?;
         self.hub.publish_events(

@@ -447,3 +447,51 @@ fn stale_leader_runs_are_failed_with_the_exact_sentence() {
         "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again."
     );
 }
+
+#[test]
+fn a_parked_run_whose_gate_is_gone_is_taken_over_after_the_settle_margin() {
+    let session = unique("lost-gate");
+    let task = submit(&session);
+    let epoch = lease(&task, "parker");
+    let park = runner().post_json(
+        &format!("/v1/runs/{task}/park"),
+        &json!({"runnerId": "parker", "leaseEpoch": epoch, "gate": {"kind": "human", "card": {"text": "ok?"}}}),
+    );
+    assert_eq!(park.status, 200, "{}", park.body);
+    // While its gate is pending the parked run holds the session, and the 409 says where to decide.
+    let held = client().post_json(
+        "/v1/runs",
+        &json!({"sessionId": session, "objective": "second"}),
+    );
+    let body = held.assert_refusal(409, "conflict.session_active_run");
+    assert_eq!(body["pendingGate"]["kind"], "human", "{body}");
+    // The gate vanishes (as a lost write would leave it) and the park is older than the 30 s
+    // settle margin: nothing can resume the run any more.
+    d1(&format!(
+        "UPDATE gate_checkpoint SET status = 'voided', pending_session = NULL WHERE task_id = '{task}'"
+    ));
+    d1(&format!(
+        "UPDATE task_run SET updated_at = updated_at - 31000 WHERE task_id = '{task}'"
+    ));
+    // The object looks again at the claim's recheck time (the gate's deadline: this Worker bounds
+    // every park by APPROVAL_TIMEOUT_SEC=3), judges the park stale and takes the session over.
+    let mut admitted = None;
+    eventually(Duration::from_secs(15), "the takeover", || {
+        let r = client().post_json(
+            "/v1/runs",
+            &json!({"sessionId": session, "objective": "second"}),
+        );
+        admitted = (r.status == 202).then(|| r.json()["taskId"].as_str().unwrap().to_owned());
+        admitted.is_some()
+    });
+    let old = run(&task);
+    assert_eq!(old["status"], "failed", "{old}");
+    assert_eq!(
+        old["error"],
+        "parked run (suspended) has no resumable checkpoint \u{2014} claim reclaimed"
+    );
+    let new = admitted.unwrap();
+    assert_eq!(run(&new)["status"], "running");
+    // Leave nothing behind for the other tests: the new (unheld) run is cancelled at once.
+    assert_eq!(client().cancel(&new).status, 200);
+}

@@ -95,8 +95,7 @@ pub enum SessionCall {
     },
 }
 
-/// A park as the Worker forwards it (validated; the deadline already bounded by
-/// `APPROVAL_TIMEOUT_SEC`).
+/// A park as the Worker forwards it (validated).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WirePark {
     pub holder: LeaseHolder,
@@ -104,8 +103,11 @@ pub struct WirePark {
     pub status: ParkStatus,
     /// The card, compact JSON text (at most 64 KiB).
     pub card_json: String,
-    /// `None`: never expires.
-    pub expires_at: Option<i64>,
+    /// The runner's `expiresInSec`, if any.
+    pub expires_in_sec: Option<u64>,
+    /// `APPROVAL_TIMEOUT_SEC` (0 = none); the object computes the deadline from the same clock
+    /// reading as the gate's `created_at`.
+    pub approval_timeout_sec: u64,
 }
 
 /// A decision as the Worker forwards it (validated for its path; ownership checked).
