@@ -1842,13 +1842,14 @@ fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) {
 }
 
 /// A listed gate parked between `before` and `after` (this machine's clock, which the Worker shares)
-/// was created within those bounds and expires `wait_ms` after its park.
+/// was created within those bounds and expires exactly `wait_ms` after its park.
 fn assert_deadline(a: &Value, before: i64, after: i64, wait_ms: i64) {
     let created = a["createdAt"].as_i64().unwrap();
     let expires = a["expiresAt"]
         .as_i64()
         .unwrap_or_else(|| panic!("no deadline: {a}"));
     assert!((before..=after).contains(&created), "createdAt: {a}");
+    assert_eq!(expires - created, wait_ms, "{a}");
     assert!(
         (before + wait_ms..=after + wait_ms).contains(&expires),
         "expiresAt is not {wait_ms} ms after the park ({before}..{after}): {a}"
