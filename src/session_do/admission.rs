@@ -15,6 +15,7 @@ use sema_core::{
     },
     conflict::Conflict,
     liveness::{self, Verdict},
+    run::RunRow,
     session_protocol::SessionReply,
     sql::run_sql::NewRun,
     status,
@@ -46,6 +47,34 @@ impl Refusal {
 impl<E: Into<Failure>> From<E> for Refusal {
     fn from(e: E) -> Self {
         Self::Failed(e.into())
+    }
+}
+
+impl SessionDo {
+    /// Judges a claim's holder from its row as read at `now`: a parked holder by its gate (SPEC-core
+    /// §2.4 rule 6), whose kind the claim remembers for the 409's materials; any other by
+    /// [`liveness::judge`]. Shared by admission and the alarm, so both reach the same verdict.
+    pub(super) async fn judge_holder(
+        &self,
+        cx: &Cx,
+        session_id: &str,
+        row: Option<&RunRow>,
+        now: i64,
+    ) -> Result<(Verdict, Option<String>), Failure> {
+        let verdict = liveness::judge(row, now, &self.staleness);
+        let Some(parked) = row.filter(|r| status::is_parked(&r.status)) else {
+            return Ok((verdict, None));
+        };
+        let gate = cx
+            .store()?
+            .pending_gate(session_id)
+            .await?
+            .filter(|g| g.task_id == parked.task_id);
+        let kind = gate.as_ref().map(|g| g.kind.clone());
+        Ok((
+            liveness::judge_parked(parked, gate.is_some(), now).unwrap_or(verdict),
+            kind,
+        ))
     }
 }
 
@@ -92,17 +121,10 @@ impl SessionDo {
         let now = platform::now_ms();
         let staleness = self.staleness;
         let retry = attempts > 1;
-        // A parked holder is judged by its gate (SPEC-core §2.4 rule 6), which the claim remembers
-        // for the 409's materials.
-        let mut verdict = liveness::judge(row.as_ref(), now, &staleness);
-        if let Some(parked) = row.as_ref().filter(|r| status::is_parked(&r.status)) {
-            let gate = store
-                .pending_gate(&input.session_id)
-                .await?
-                .filter(|g| g.task_id == parked.task_id);
-            claim.gate_kind = gate.as_ref().map(|g| g.kind.clone());
-            verdict = liveness::judge_parked(parked, gate.is_some(), now).unwrap_or(verdict);
-        }
+        let (verdict, gate_kind) = self
+            .judge_holder(cx, &input.session_id, row.as_ref(), now)
+            .await?;
+        claim.gate_kind = gate_kind;
         match (verdict, row) {
             (Verdict::Live { deadline }, Some(row)) => {
                 claim.status = row.status;

@@ -8,7 +8,7 @@
 use super::{admission::recheck_at, SessionDo};
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
-    liveness::{self, Verdict, STALLED_CODE, STALLED_ERROR},
+    liveness::{Verdict, STALLED_CODE, STALLED_ERROR},
     store::{GuardedFail, LedgerStore, RunReadStore, RunSnapshot},
 };
 
@@ -34,14 +34,33 @@ impl SessionDo {
         let row = store.get_run(&claim.task_id).await?;
         let now = platform::now_ms();
         let staleness = self.staleness;
-        match (liveness::judge(row.as_ref(), now, &staleness), row) {
+        let session_id = row
+            .as_ref()
+            .map(|r| r.session_id.clone())
+            .unwrap_or_default();
+        let (verdict, gate_kind) = self
+            .judge_holder(&cx, &session_id, row.as_ref(), now)
+            .await?;
+        match (verdict, row) {
             (Verdict::Live { deadline }, _) => {
                 let mut state = self.load().await?;
                 if let Some(c) = state.claim.as_mut() {
                     c.recheck_at = recheck_at(now, deadline, staleness.held_ms);
+                    c.gate_kind = gate_kind;
                 }
                 self.save(state).await?;
                 self.arm_alarm().await?;
+            }
+            (Verdict::Stale { .. }, Some(row)) if sema_core::status::is_parked(&row.status) => {
+                // A park nothing can resume: the next submission takes the session over (the
+                // takeover writes the SPEC reason and admits in one batch). Until then, the 409
+                // says its decision cannot be located.
+                let mut state = self.load().await?;
+                if let Some(c) = state.claim.as_mut() {
+                    c.recheck_at = now;
+                    c.gate_kind = None;
+                }
+                self.save(state).await?;
             }
             (Verdict::Stale { .. }, Some(row)) => {
                 let failed = store
