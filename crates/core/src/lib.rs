@@ -15,6 +15,7 @@ pub mod hex;
 pub mod idempotency;
 pub mod ids;
 pub mod leader;
+pub mod leader_drive;
 pub mod list;
 pub mod liveness;
 pub mod reaper;
