@@ -415,17 +415,9 @@ fn stamped_event(d: Dialect, r: &ResolveWrite<'_>, kind: &'static str, data: &st
     )
 }
 
-/// Voids the pending gate of `task_id` once its run is terminal or gone (cancel, a terminal write):
-/// `voided`, `pending_session = NULL`, so it can never answer for, or block, a later park.
-pub fn void_pending_of(d: Dialect, task_id: &str, now: i64) -> Stmt {
-    Stmt::portable(
-        d,
-        "UPDATE gate_checkpoint SET status = 'voided', pending_session = NULL, updated_at = ?2 \
-         WHERE task_id = ?1 AND status = 'pending' AND NOT EXISTS (SELECT 1 FROM task_run \
-         WHERE task_run.task_id = ?1 AND task_run.status IN ('running','suspended','needs_review'))",
-        vec![task_id.into(), now.into()],
-    )
-}
+/// Lives with the run statements whose batches void a gate (cancel, terminal writes), so the
+/// two statement files do not import each other.
+pub use super::run_sql::void_pending_of;
 
 /// The decision the run's next lease carries: its latest resolved gate (kind, card, decision,
 /// reason), read only if `runner_id` holds the run (served by `uq_gate_checkpoint_task_seq`).

@@ -233,7 +233,7 @@ pub fn cancel(d: Dialect, task_id: &str, now: i64) -> Vec<Stmt> {
             vec![task_id.into(), now.into()],
         ),
         release_claim_of(d, task_id),
-        super::gate_sql::void_pending_of(d, task_id, now),
+        void_pending_of(d, task_id, now),
         select_run(d, task_id),
     ]
 }
@@ -273,7 +273,7 @@ pub fn set_terminal(d: Dialect, t: &Terminal<'_>) -> Vec<Stmt> {
             ],
         ),
         release_claim_of(d, t.task_id),
-        super::gate_sql::void_pending_of(d, t.task_id, t.now),
+        void_pending_of(d, t.task_id, t.now),
     ]
 }
 
@@ -509,4 +509,16 @@ pub fn list_sessions(
     b.push(" ORDER BY updated_at DESC, session_id DESC LIMIT ")
         .bind(limit);
     b.build()
+}
+
+/// Voids the pending gate of `task_id` once its run is terminal or gone (cancel, a terminal write):
+/// `voided`, `pending_session = NULL`, so it can never answer for, or block, a later park.
+pub fn void_pending_of(d: Dialect, task_id: &str, now: i64) -> Stmt {
+    Stmt::portable(
+        d,
+        "UPDATE gate_checkpoint SET status = 'voided', pending_session = NULL, updated_at = ?2 \
+         WHERE task_id = ?1 AND status = 'pending' AND NOT EXISTS (SELECT 1 FROM task_run \
+         WHERE task_run.task_id = ?1 AND task_run.status IN ('running','suspended','needs_review'))",
+        vec![task_id.into(), now.into()],
+    )
 }
