@@ -162,6 +162,8 @@ fn the_three_schemas_define_the_same_tables_columns_keys_and_indexes() {
     let expected_tables = [
         "gate_checkpoint",
         "idempotency_key",
+        "leader_child",
+        "leader_plan",
         "leader_run",
         "leader_worker",
         "reaper_tick",
