@@ -12,6 +12,11 @@ pub const STALE_SWEEP_REASON: &str = "leader run went stale: no replica settled 
 /// Width of the objective preview, in UTF-16 code units.
 pub const OBJECTIVE_PREVIEW_CHARS: usize = 160;
 
+/// The session of a leader run's child `idx`: `leader-<leaderRunId>-<idx>` (each child runs alone in it).
+pub fn child_session_id(leader_run_id: &str, idx: usize) -> String {
+    format!("leader-{leader_run_id}-{idx}")
+}
+
 /// A leader run as read back. Optional fields are absent on the wire when unset.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaderRunRecord {

@@ -16,6 +16,7 @@
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
+//! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
 //! are typed ([`TerminalStatus`], [`ParkStatus`], [`LeaderFinish`]), so a caller's mistake cannot
@@ -32,6 +33,7 @@ use crate::{
     gate::{self, CheckpointStatus, DecidePath, Decided, Decision, GateSeen},
     idempotency::IdempotencyBinding,
     leader::{self, LeaderFinish, LeaderRunRecord},
+    leader_drive::{ChildState, Drive, ReportStatus},
     run::RunRow,
     sql::{
         claim_sql, event_sql, gate_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql,
@@ -53,8 +55,8 @@ pub use crate::status::{ParkStatus, TerminalStatus};
 /// Every store trait, for callers that use several: `use sema_core::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AdmissionStore, GateStore, LeaderRunStore, LedgerStore, ReaperStore, RunReadStore,
-        RunnerStore,
+        AdmissionStore, GateStore, LeaderDriveStore, LeaderRunStore, LedgerStore, ReaperStore,
+        RunReadStore, RunnerStore,
     };
 }
 
@@ -540,6 +542,78 @@ pub trait LeaderRunStore {
     ) -> Result<Vec<String>>;
     /// Test aid only.
     async fn backdate_leader_run_for_test(&self, id: &str, started_at_ms: i64) -> Result<()>;
+}
+
+/// A leader run to admit with its driving plan ([`LeaderDriveStore::create_leader_with_plan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLeader<'a> {
+    /// A fresh UUIDv7.
+    pub id: &'a str,
+    pub objective: &'a str,
+    pub owner: Option<&'a str>,
+    pub idem_key: Option<&'a str>,
+    pub now: i64,
+    /// At least 1.
+    pub max_concurrency: i64,
+    pub deadline_at: Option<i64>,
+    /// The subtasks, in child order.
+    pub children: &'a [NewChild<'a>],
+}
+
+/// One subtask of a [`NewLeader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewChild<'a> {
+    pub objective: &'a str,
+    /// JSON text, handed to the child run as its meta.
+    pub meta_json: &'a str,
+}
+
+/// A child as stored, with the driver's view of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderChild {
+    pub index: usize,
+    pub session_id: String,
+    /// Its run, once started.
+    pub task_id: Option<String>,
+    pub objective: String,
+    pub meta_json: String,
+    pub state: ChildState,
+}
+
+/// The outcome of [`LeaderDriveStore::start_child`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartChild {
+    /// This call moved the child to `started` and admitted its run (row, session, claim).
+    Started,
+    /// The compare-and-set lost: the child was already started or skipped, or the leader is no longer
+    /// `running`, is cancelled, past its deadline, or owned by someone else. Nothing was written.
+    Lost,
+    /// The admission refused (as [`AdmissionStore::create_run`] would); nothing was written.
+    Refused(Box<CreateRun>),
+}
+
+/// Driving a leader run's children: the durable input of [`crate::leader_drive::plan`] and the
+/// compare-and-set writes that apply a plan. Every write is conditional on the state it was planned
+/// from, so concurrent drivers (two children ending at once, a cron tick) cannot start a child twice.
+#[allow(async_fn_in_trait)]
+pub trait LeaderDriveStore {
+    /// [`LeaderRunStore::create_leader_run`] with the plan and every child (`not_started`) in the same
+    /// batch: the plan and child inserts are conditional on the leader row this batch inserted, and a
+    /// duplicate key rolls the whole batch back, so exactly one caller per key writes a plan and one
+    /// set of children; the others observe the winner (`created: false`) and write nothing.
+    async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission>;
+    /// The leader's driving settings (`None`: no plan, e.g. admitted by `create_leader_run`).
+    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>>;
+    /// Every child in index order, its state read with its run's status and error in one statement.
+    async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>>;
+    /// Starts child `idx` as `run` (its session must be the child's; owner the leader's), one batch:
+    /// the compare-and-set `not_started` → `started` naming `run.task_id`, and the admission of `run`
+    /// conditional on that CAS having won. Of concurrent starters exactly one gets `Started`.
+    async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild>;
+    /// Compare-and-set `not_started` → `skipped` with `report`; true when this call skipped it.
+    async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool>;
+    /// Sets the plan's cancel flag (after which no child starts); true when this call set it.
+    async fn request_leader_cancel(&self, id: &str) -> Result<bool>;
 }
 
 /// The one implementation of every contract, over any executor.
@@ -1269,18 +1343,15 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
     }
 }
 
-impl<E: Executor> LeaderRunStore for SqlStore<E> {
-    async fn create_leader_run(
+impl<E: Executor> SqlStore<E> {
+    /// Decides a leader admission batch: created, or (keyed duplicate) the winner observed.
+    async fn leader_admission(
         &self,
         id: &str,
-        objective: &str,
-        owner: Option<&str>,
         idem_key: Option<&str>,
-        now: i64,
+        out: std::result::Result<Vec<Outcome>, DbError>,
     ) -> Result<LeaderAdmission> {
-        let preview = objective_preview(objective);
-        let insert = leader_sql::insert(self.d(), id, idem_key, owner, &preview, now);
-        if let Err(e) = self.exec.run(&insert).await {
+        if let Err(e) = out {
             // Observe the winner only for a keyed duplicate; if the winner's row is gone (an external
             // DELETE), rethrow rather than insert again.
             if let (DbError::Duplicate { .. }, Some(key)) = (&e, idem_key) {
@@ -1299,6 +1370,138 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
             ))
         })?;
         Ok(LeaderAdmission { created: true, run })
+    }
+}
+
+/// The driver's view of a child row (with its run's status and error).
+fn leader_child(row: &Row) -> Result<LeaderChild> {
+    let index = get_i64(row, "idx").map_err(corrupt)?;
+    let state = get_str(row, "state").map_err(corrupt)?;
+    let run_status = get_opt_str(row, "run_status").map_err(corrupt)?;
+    let state = match (state.as_str(), run_status.as_deref()) {
+        ("not_started", _) => ChildState::NotStarted,
+        ("started", Some("running")) => ChildState::Running,
+        ("started", Some("suspended" | "needs_review")) => ChildState::Parked,
+        ("started", Some(status)) => ChildState::Ended {
+            status: status.to_owned(),
+            error: get_opt_str(row, "run_error").map_err(corrupt)?,
+        },
+        // Its run was deleted (an operator's delete of the session): it ended, nobody knows how.
+        ("started", None) => ChildState::Ended {
+            status: "failed".to_owned(),
+            error: Some("the child run no longer exists".to_owned()),
+        },
+        ("skipped", _) => {
+            let report = get_opt_str(row, "skip_report").map_err(corrupt)?;
+            ChildState::Skipped {
+                report: ReportStatus::ALL
+                    .into_iter()
+                    .find(|r| Some(r.as_str()) == report.as_deref())
+                    .ok_or_else(|| corrupt(format!("leader_child skip_report {report:?}")))?,
+            }
+        }
+        (other, _) => return Err(corrupt(format!("leader_child state {other:?}"))),
+    };
+    Ok(LeaderChild {
+        index: usize::try_from(index).map_err(|_| corrupt(format!("leader_child idx {index}")))?,
+        session_id: get_str(row, "session_id").map_err(corrupt)?,
+        task_id: get_opt_str(row, "task_id").map_err(corrupt)?,
+        objective: get_str(row, "objective").map_err(corrupt)?,
+        meta_json: get_str(row, "meta").map_err(corrupt)?,
+        state,
+    })
+}
+
+impl<E: Executor> LeaderDriveStore for SqlStore<E> {
+    async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission> {
+        let d = self.d();
+        let preview = objective_preview(new.objective);
+        let mut batch = vec![
+            leader_sql::insert(d, new.id, new.idem_key, new.owner, &preview, new.now),
+            leader_sql::insert_plan(d, new.id, new.max_concurrency, new.deadline_at, new.now),
+        ];
+        for (i, child) in new.children.iter().enumerate() {
+            batch.push(leader_sql::insert_child(
+                d,
+                new.id,
+                i as i64,
+                &leader::child_session_id(new.id, i),
+                child.objective,
+                child.meta_json,
+                new.now,
+            ));
+        }
+        let out = self.exec.batch(&batch).await;
+        self.leader_admission(new.id, new.idem_key, out).await
+    }
+
+    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>> {
+        let Some(row) = self.first(leader_sql::select_plan(self.d(), id)).await? else {
+            return Ok(None);
+        };
+        let max = get_i64(&row, "max_concurrency").map_err(corrupt)?;
+        Ok(Some(Drive {
+            max_concurrency: usize::try_from(max)
+                .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
+            deadline_at: opt_i64(&row, "deadline_at")?,
+            cancel_requested: get_i64(&row, "cancel_requested").map_err(corrupt)? != 0,
+        }))
+    }
+
+    async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>> {
+        self.exec
+            .run(&leader_sql::select_children(self.d(), id))
+            .await?
+            .rows
+            .iter()
+            .map(leader_child)
+            .collect()
+    }
+
+    async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild> {
+        let batch = leader_sql::start_child(self.d(), id, idx as i64, run);
+        let out = self.exec.batch(&batch).await;
+        if let Ok(out) = &out {
+            if out
+                .get(leader_sql::START_CAS)
+                .is_none_or(|o| o.changes != 1)
+            {
+                return Ok(StartChild::Lost);
+            }
+        }
+        // A failed batch wrote nothing. A committed one whose CAS won admitted the run: the CAS
+        // requires the child's session to be absent or the owner's, which is all the admission's
+        // conditions ask of a fresh task id in a session only this child ever uses.
+        match self.admission(run, out, leader_sql::START_ADMIT).await? {
+            CreateRun::Created => Ok(StartChild::Started),
+            refused => Ok(StartChild::Refused(Box::new(refused))),
+        }
+    }
+
+    async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool> {
+        let stmt = leader_sql::skip_child(self.d(), id, idx as i64, report.as_str());
+        Ok(self.exec.run(&stmt).await?.changes == 1)
+    }
+
+    async fn request_leader_cancel(&self, id: &str) -> Result<bool> {
+        let stmt = leader_sql::request_cancel(self.d(), id);
+        Ok(self.exec.run(&stmt).await?.changes == 1)
+    }
+}
+
+impl<E: Executor> LeaderRunStore for SqlStore<E> {
+    async fn create_leader_run(
+        &self,
+        id: &str,
+        objective: &str,
+        owner: Option<&str>,
+        idem_key: Option<&str>,
+        now: i64,
+    ) -> Result<LeaderAdmission> {
+        let preview = objective_preview(objective);
+        let insert = leader_sql::insert(self.d(), id, idem_key, owner, &preview, now);
+        let out = self.exec.run(&insert).await.map(|o| vec![o]);
+        self.leader_admission(id, idem_key, out).await
     }
 
     async fn get_leader_run(&self, id: &str) -> Result<Option<LeaderRunRecord>> {

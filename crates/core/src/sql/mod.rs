@@ -114,6 +114,21 @@ impl Stmt {
         }
     }
 
+    /// [`Stmt::pick`] for texts composed at run time (a fixed fragment appended to fixed twins).
+    pub fn pick_owned(
+        d: Dialect,
+        sqlite: String,
+        postgres: String,
+        mysql: String,
+        params: Vec<SqlValue>,
+    ) -> Self {
+        match d {
+            Dialect::Sqlite => Self::new(sqlite, params),
+            Dialect::Postgres => Self::new(postgres, params),
+            Dialect::Mysql => Self::rendered(Dialect::Mysql, &mysql, params),
+        }
+    }
+
     fn rendered(d: Dialect, sql: &str, params: Vec<SqlValue>) -> Self {
         let (text, order) = render(d, sql);
         let params = match d {
@@ -724,6 +739,29 @@ mod placeholder_tests {
             1,
         ));
         v.extend(leader_sql::reap_stale_running(d, "tick", "r", 10, 5));
+        v.extend(run_sql::admit_guarded(
+            d,
+            &new,
+            Some(run_sql::TaskGuard {
+                table: "leader_child",
+            }),
+        ));
+        v.push(leader_sql::insert_plan(d, "l", 2, Some(9), 1));
+        v.push(leader_sql::insert_plan(d, "l", 2, None, 1));
+        v.push(leader_sql::insert_child(
+            d,
+            "l",
+            0,
+            "leader-l-0",
+            "o",
+            "{}",
+            1,
+        ));
+        v.push(leader_sql::select_plan(d, "l"));
+        v.push(leader_sql::select_children(d, "l"));
+        v.extend(leader_sql::start_child(d, "l", 0, &new));
+        v.push(leader_sql::skip_child(d, "l", 0, "timeout"));
+        v.push(leader_sql::request_cancel(d, "l"));
         v.push(leader_sql::backdate_started_at(d, "l", 1));
         v.push(leader_sql::force_status(d, "l", "paused"));
         v

@@ -47,9 +47,53 @@ pub const ADMIT_RUN_INSERT: usize = 1;
 /// A held claim fails the batch on `task_active`; a taken task id on `task_run`; a key bound
 /// concurrently on `idempotency_key`.
 pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
+    admit_guarded(d, r, None)
+}
+
+/// An extra condition on an admission: every statement of [`admit_guarded`]'s batch also requires
+/// that a row of `table` names the new run in its `task_id` column. A batch that first writes that
+/// row with a compare-and-set (and the new, never used task id) thus admits exactly when the CAS won:
+/// a loser's admission writes nothing, not even the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskGuard {
+    pub table: &'static str,
+}
+
+impl TaskGuard {
+    /// The condition, its task id bound at `?{at}` (`$at` for PostgreSQL).
+    fn fragment(&self, d: Dialect, at: usize) -> String {
+        let mark = if d == Dialect::Postgres { '$' } else { '?' };
+        format!(
+            " AND EXISTS (SELECT 1 FROM {} WHERE task_id = {mark}{at})",
+            self.table
+        )
+    }
+
+    /// `texts` with the condition appended, their task id bound at `?{at}`.
+    fn append(&self, d: Dialect, texts: [&str; 3], at: usize, params: Vec<SqlValue>) -> Stmt {
+        let [lite, pg, my] = texts;
+        Stmt::pick_owned(
+            d,
+            format!("{lite}{}", self.fragment(Dialect::Sqlite, at)),
+            format!("{pg}{}", self.fragment(Dialect::Postgres, at)),
+            format!("{my}{}", self.fragment(Dialect::Mysql, at)),
+            params,
+        )
+    }
+}
+
+/// [`admit`], optionally under a [`TaskGuard`]: the same statements, in the same order (so
+/// [`ADMIT_RUN_INSERT`] holds), the session upsert then written as an `INSERT … SELECT` so that it,
+/// too, is conditional.
+pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Vec<Stmt> {
     let owner = SqlValue::from(r.owner);
-    let mut batch = vec![
-        Stmt::pick(
+    // A statement under the guard (when there is one), its task id bound at `?{at}`.
+    let stmt = |texts: [&'static str; 3], at: usize, params: Vec<SqlValue>| match guard {
+        None => Stmt::pick(d, texts[0], texts[1], texts[2], params),
+        Some(g) => g.append(d, texts, at, params),
+    };
+    let session = match guard {
+        None => Stmt::pick(
             d,
             "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
              ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at \
@@ -61,9 +105,41 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
              ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
             vec![r.session_id.into(), owner.clone(), r.now.into()],
         ),
-        Stmt::pick(
-            d,
-            "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+        Some(g) => {
+            let [lite, pg, my] = [Dialect::Sqlite, Dialect::Postgres, Dialect::Mysql]
+                .map(|dialect| g.fragment(dialect, 4));
+            Stmt::pick_owned(
+                d,
+                format!(
+                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                     SELECT ?1, ?2, ?3, ?3 WHERE 1 = 1{lite} \
+                     ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at \
+                     WHERE session.owner IS excluded.owner"
+                ),
+                format!(
+                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                     SELECT $1::varchar, $2::varchar, $3::bigint, $3::bigint WHERE 1 = 1{pg} \
+                     ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at \
+                     WHERE session.owner IS NOT DISTINCT FROM EXCLUDED.owner"
+                ),
+                format!(
+                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                     SELECT ?1, ?2, ?3, ?3 FROM DUAL WHERE 1 = 1{my} \
+                     ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)"
+                ),
+                vec![
+                    r.session_id.into(),
+                    owner.clone(),
+                    r.now.into(),
+                    r.task_id.into(),
+                ],
+            )
+        }
+    };
+    let mut batch = vec![
+        session,
+        stmt(
+            ["INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
              objective_preview, meta, heartbeat_at, created_at, updated_at) \
              SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
@@ -75,7 +151,8 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
             "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
              objective_preview, meta, heartbeat_at, created_at, updated_at) \
              SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)",
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)"],
+            1,
             vec![
                 r.task_id.into(),
                 r.session_id.into(),
@@ -87,22 +164,21 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
                 r.now.into(),
             ],
         ),
-        Stmt::pick(
-            d,
-            "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
+        stmt(
+            ["INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
             "INSERT INTO task_active (session_id, task_id, created_at) \
              SELECT $1::varchar, $2::varchar, $3::bigint \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $1::varchar AND owner IS NOT DISTINCT FROM $4::varchar)",
             "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner <=> ?4)",
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner <=> ?4)"],
+            2,
             vec![r.session_id.into(), r.task_id.into(), r.now.into(), owner.clone()],
         ),
     ];
     if let Some((key, fingerprint, status, body)) = r.idempotency {
-        batch.push(Stmt::pick(
-            d,
-            "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
+        batch.push(stmt(
+            ["INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
              response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner IS ?2)",
             "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
@@ -111,7 +187,8 @@ pub fn admit(d: Dialect, r: &NewRun<'_>) -> Vec<Stmt> {
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $8::varchar AND owner IS NOT DISTINCT FROM $2::varchar)",
             "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
              response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner <=> ?2)",
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner <=> ?2)"],
+            4,
             vec![
                 key.into(),
                 owner,

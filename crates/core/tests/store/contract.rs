@@ -5,12 +5,14 @@ use crate::harness::{unique, Fixture};
 use sema_core::{
     gate::{self, DecidePath, Decided, Decision, Refusal},
     leader::{self, LeaderFinish},
+    leader_drive::{ChildState, Drive, ReportStatus},
     sql::DbError,
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
-        ListScope, NewEvent, NewRun, NewSteer, Park, ParkStatus, Parked, ReapReport, Resolve,
-        RunSnapshot, SessionTask, SqlStore, StaleCutoffs, Steered, StoreError, SweepWindow, Swept,
-        Takeover, Terminal, TerminalStatus, Tick, TickRecord,
+        LeaderChild, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park, ParkStatus,
+        Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs, StartChild,
+        Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
+        TickRecord,
     },
 };
 
@@ -333,6 +335,12 @@ every_dialect!(
     an_unknown_leader_status_is_a_loud_error,
     leader_previews_are_truncated_and_null_reads_as_empty,
     applying_the_schema_twice_is_harmless,
+    a_leader_with_a_plan_writes_its_plan_and_children_once_per_key,
+    twenty_concurrent_creates_with_one_key_write_one_plan_and_one_set_of_children,
+    starting_a_child_admits_its_run_in_its_own_session_and_the_children_read_their_runs_states,
+    two_concurrent_starts_of_one_child_admit_exactly_one_run,
+    a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
+    a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
@@ -3899,4 +3907,405 @@ async fn pending_gates_are_listed_oldest_first_by_owner_in_bounded_pages<F: Fixt
         .await
         .unwrap()
         .is_empty());
+}
+
+const SUBTASKS: [NewChild<'static>; 3] = [
+    NewChild {
+        objective: "say one",
+        meta_json: r#"{"n":0}"#,
+    },
+    NewChild {
+        objective: "say two",
+        meta_json: "{}",
+    },
+    NewChild {
+        objective: "say three",
+        meta_json: "{}",
+    },
+];
+
+fn new_leader<'a>(id: &'a str, owner: Option<&'a str>, key: Option<&'a str>) -> NewLeader<'a> {
+    NewLeader {
+        id,
+        objective: "fan out",
+        owner,
+        idem_key: key,
+        now: NOW,
+        max_concurrency: 2,
+        deadline_at: None,
+        children: &SUBTASKS,
+    }
+}
+
+/// The run a driver would admit for child `idx` of leader `id`.
+fn child_run<'a>(
+    task: &'a str,
+    session: &'a str,
+    owner: Option<&'a str>,
+    child: &'a LeaderChild,
+    now: i64,
+) -> NewRun<'a> {
+    NewRun {
+        task_id: task,
+        session_id: session,
+        owner,
+        instance_id: "default",
+        objective: &child.objective,
+        objective_preview: &child.objective,
+        meta_json: &child.meta_json,
+        now,
+        idempotency: None,
+    }
+}
+
+/// Starts child `idx` of `id` as run `task` at `now`.
+async fn start<S: LeaderDriveStore>(
+    s: &S,
+    id: &str,
+    idx: usize,
+    task: &str,
+    owner: Option<&str>,
+    now: i64,
+) -> StartChild {
+    let children = s.leader_children(id).await.unwrap();
+    let session = leader::child_session_id(id, idx);
+    s.start_child(
+        id,
+        idx,
+        &child_run(task, &session, owner, &children[idx], now),
+    )
+    .await
+    .unwrap()
+}
+
+async fn states<S: LeaderDriveStore>(s: &S, id: &str) -> Vec<ChildState> {
+    s.leader_children(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.state)
+        .collect()
+}
+
+async fn a_leader_with_a_plan_writes_its_plan_and_children_once_per_key<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let key = sema_core::idempotency::scoped_key(Some("alice"), "fan");
+    let mut first = new_leader("L1", Some("alice"), Some(&key));
+    first.deadline_at = Some(NOW + 60_000);
+    let won = s.create_leader_with_plan(&first).await.unwrap();
+    assert!(won.created);
+    assert_eq!(
+        (won.run.id.as_str(), won.run.status.as_str()),
+        ("L1", "running")
+    );
+    assert_eq!(
+        s.leader_drive("L1").await.unwrap(),
+        Some(Drive {
+            max_concurrency: 2,
+            deadline_at: Some(NOW + 60_000),
+            cancel_requested: false
+        })
+    );
+    let children = s.leader_children("L1").await.unwrap();
+    assert_eq!(
+        children,
+        (0..3)
+            .map(|i| LeaderChild {
+                index: i,
+                session_id: format!("leader-L1-{i}"),
+                task_id: None,
+                objective: SUBTASKS[i].objective.to_owned(),
+                meta_json: SUBTASKS[i].meta_json.to_owned(),
+                state: ChildState::NotStarted,
+            })
+            .collect::<Vec<_>>()
+    );
+    // A retry with the key observes the winner and writes no second plan or children.
+    let mut retry = new_leader("L2", Some("alice"), Some(&key));
+    retry.children = &SUBTASKS[..1];
+    let seen = s.create_leader_with_plan(&retry).await.unwrap();
+    assert!(!seen.created);
+    assert_eq!(seen.run, won.run);
+    assert!(s.get_leader_run("L2").await.unwrap().is_none());
+    assert_eq!(s.leader_drive("L2").await.unwrap(), None);
+    assert!(s.leader_children("L2").await.unwrap().is_empty());
+    assert_eq!(s.leader_children("L1").await.unwrap(), children);
+    // A leader admitted without a plan has none.
+    s.create_leader_run("bare", "x", None, None, NOW)
+        .await
+        .unwrap();
+    assert_eq!(s.leader_drive("bare").await.unwrap(), None);
+}
+
+async fn twenty_concurrent_creates_with_one_key_write_one_plan_and_one_set_of_children<
+    F: Fixture + Sync,
+>(
+    fx: &F,
+) {
+    let key = sema_core::idempotency::scoped_key(None, "twenty");
+    let ids: Vec<String> = (0..20).map(|i| format!("L{i}")).collect();
+    let barrier = std::sync::Barrier::new(ids.len());
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (barrier, key) = (&barrier, &key);
+                scope.spawn(move || {
+                    let store = fx.store();
+                    barrier.wait();
+                    pollster::block_on(store.create_leader_with_plan(&new_leader(
+                        id,
+                        None,
+                        Some(key),
+                    )))
+                    .unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results.iter().filter(|r| r.created).count(), 1);
+    let winner = results.iter().find(|r| r.created).unwrap().run.id.clone();
+    assert!(results.iter().all(|r| r.run.id == winner));
+    let s = fx.store();
+    for id in &ids {
+        let (plan, children) = (
+            s.leader_drive(id).await.unwrap(),
+            s.leader_children(id).await.unwrap(),
+        );
+        if *id == winner {
+            assert!(plan.is_some() && children.len() == 3, "{id}");
+        } else {
+            assert!(plan.is_none() && children.is_empty(), "{id}");
+        }
+    }
+}
+
+async fn starting_a_child_admits_its_run_in_its_own_session_and_the_children_read_their_runs_states<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let mut three = new_leader("L", Some("alice"), None);
+    let more = [
+        SUBTASKS[0],
+        SUBTASKS[1],
+        SUBTASKS[2],
+        SUBTASKS[0],
+        SUBTASKS[1],
+    ];
+    three.children = &more;
+    s.create_leader_with_plan(&three).await.unwrap();
+    for (i, task) in ["c0", "c1", "c2", "c3"].into_iter().enumerate() {
+        assert_eq!(
+            start(&s, "L", i, task, Some("alice"), NOW + 1).await,
+            StartChild::Started
+        );
+    }
+    // The run is an ordinary admission: its row, its own session (the leader's owner), its claim.
+    let run = s.get_run("c0").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.session_id.as_str(),
+            run.owner.as_deref(),
+            run.status.as_str()
+        ),
+        ("leader-L-0", Some("alice"), "running")
+    );
+    assert_eq!(holder_of(&s, "leader-L-0").await.as_deref(), Some("c0"));
+    assert_eq!(
+        s.get_session("leader-L-0")
+            .await
+            .unwrap()
+            .unwrap()
+            .owner
+            .as_deref(),
+        Some("alice")
+    );
+    // Runs' states as the driver sees them.
+    s.set_terminal(&Terminal {
+        error: Some("boom"),
+        ..terminal("c1", TerminalStatus::Failed, NOW + 2)
+    })
+    .await
+    .unwrap();
+    s.set_terminal(&terminal("c2", TerminalStatus::Completed, NOW + 2))
+        .await
+        .unwrap();
+    fx.raw("UPDATE task_run SET status = 'suspended' WHERE task_id = 'c3'");
+    assert!(s.skip_child("L", 4, ReportStatus::Timeout).await.unwrap());
+    assert!(!s.skip_child("L", 4, ReportStatus::Failed).await.unwrap());
+    assert!(!s.skip_child("L", 0, ReportStatus::Failed).await.unwrap());
+    assert_eq!(
+        states(&s, "L").await,
+        vec![
+            ChildState::Running,
+            ChildState::Ended {
+                status: "failed".into(),
+                error: Some("boom".into())
+            },
+            ChildState::Ended {
+                status: "completed".into(),
+                error: None
+            },
+            ChildState::Parked,
+            ChildState::Skipped {
+                report: ReportStatus::Timeout
+            },
+        ]
+    );
+    let children = s.leader_children("L").await.unwrap();
+    assert_eq!(children[0].task_id.as_deref(), Some("c0"));
+    assert_eq!(children[4].task_id, None);
+}
+
+async fn two_concurrent_starts_of_one_child_admit_exactly_one_run<F: Fixture + Sync>(fx: &F) {
+    let s = fx.store();
+    for round in 0..5 {
+        let id = format!("L{round}");
+        s.create_leader_with_plan(&new_leader(&id, None, None))
+            .await
+            .unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let outcomes: Vec<StartChild> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["a", "b"]
+                .iter()
+                .map(|who| {
+                    let (barrier, id) = (&barrier, &id);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        let task = format!("{id}-{who}");
+                        let children = pollster::block_on(store.leader_children(id)).unwrap();
+                        let session = leader::child_session_id(id, 1);
+                        let run = child_run(&task, &session, None, &children[1], NOW);
+                        barrier.wait();
+                        pollster::block_on(store.start_child(id, 1, &run)).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let started = outcomes
+            .iter()
+            .filter(|o| **o == StartChild::Started)
+            .count();
+        assert_eq!(started, 1, "round {round}: {outcomes:?}");
+        assert!(outcomes.contains(&StartChild::Lost), "{outcomes:?}");
+        let runs = [
+            s.get_run(&format!("{id}-a")).await.unwrap(),
+            s.get_run(&format!("{id}-b")).await.unwrap(),
+        ];
+        assert_eq!(runs.iter().flatten().count(), 1, "round {round}");
+        let child = &s.leader_children(&id).await.unwrap()[1];
+        assert_eq!(
+            child.task_id,
+            runs.iter().flatten().next().map(|r| r.task_id.clone())
+        );
+    }
+}
+
+async fn a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    s.create_leader_with_plan(&new_leader("L", Some("alice"), None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "first", Some("alice"), NOW).await,
+        StartChild::Started
+    );
+    // The first run ended and released its claim: a late second start still admits nothing.
+    s.set_terminal(&terminal("first", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "again", Some("alice"), NOW + 2).await,
+        StartChild::Lost
+    );
+    assert!(s.get_run("again").await.unwrap().is_none());
+    assert_eq!(holder_of(&s, "leader-L-0").await, None);
+    assert_eq!(
+        s.get_session("leader-L-0")
+            .await
+            .unwrap()
+            .unwrap()
+            .updated_at,
+        NOW,
+        "the loser did not even touch the session"
+    );
+    // A skipped child never starts, and its session is never created.
+    assert!(s.skip_child("L", 1, ReportStatus::Failed).await.unwrap());
+    assert_eq!(
+        start(&s, "L", 1, "late", Some("alice"), NOW + 3).await,
+        StartChild::Lost
+    );
+    assert!(s.get_run("late").await.unwrap().is_none());
+    assert!(s.get_session("leader-L-1").await.unwrap().is_none());
+    // A run for another session than the child's is refused by the CAS.
+    let children = s.leader_children("L").await.unwrap();
+    let wrong = child_run("wrong", "elsewhere", Some("alice"), &children[2], NOW);
+    assert_eq!(
+        s.start_child("L", 2, &wrong).await.unwrap(),
+        StartChild::Lost
+    );
+    assert!(s.get_session("elsewhere").await.unwrap().is_none());
+    assert_eq!(states(&s, "L").await[2], ChildState::NotStarted);
+}
+
+async fn a_cancelled_expired_finished_or_foreign_leader_starts_no_child<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    // Cancel: set once, then no child starts.
+    s.create_leader_with_plan(&new_leader("C", None, None))
+        .await
+        .unwrap();
+    assert!(s.request_leader_cancel("C").await.unwrap());
+    assert!(!s.request_leader_cancel("C").await.unwrap());
+    assert!(s.leader_drive("C").await.unwrap().unwrap().cancel_requested);
+    assert_eq!(start(&s, "C", 0, "c", None, NOW).await, StartChild::Lost);
+    assert!(!s.request_leader_cancel("missing").await.unwrap());
+    // Deadline: a child starts strictly before it, never at it.
+    let mut timed = new_leader("D", None, None);
+    timed.deadline_at = Some(NOW + 10);
+    s.create_leader_with_plan(&timed).await.unwrap();
+    assert_eq!(
+        start(&s, "D", 0, "d0", None, NOW + 10).await,
+        StartChild::Lost
+    );
+    assert_eq!(
+        start(&s, "D", 0, "d0", None, NOW + 9).await,
+        StartChild::Started
+    );
+    // A settled leader starts nothing.
+    s.create_leader_with_plan(&new_leader("F", None, None))
+        .await
+        .unwrap();
+    assert!(s
+        .finish_leader_run("F", LeaderFinish::Completed, None, None, NOW)
+        .await
+        .unwrap());
+    assert_eq!(start(&s, "F", 0, "f", None, NOW).await, StartChild::Lost);
+    // The run must be the leader's owner's, in a session nobody else owns.
+    s.create_leader_with_plan(&new_leader("O", Some("alice"), None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "O", 0, "o0", Some("bob"), NOW).await,
+        StartChild::Lost
+    );
+    admit(&s, "squat", "leader-O-1", Some("bob"), NOW).await;
+    assert_eq!(
+        start(&s, "O", 1, "o1", Some("alice"), NOW).await,
+        StartChild::Lost
+    );
+    assert!(s.get_run("o0").await.unwrap().is_none() && s.get_run("o1").await.unwrap().is_none());
+    assert_eq!(
+        states(&s, "O").await,
+        vec![
+            ChildState::NotStarted,
+            ChildState::NotStarted,
+            ChildState::NotStarted
+        ]
+    );
 }

@@ -1,7 +1,8 @@
-//! Query plans on SQLite (the engine D1 runs): every reaper, runner, ledger and list statement is
-//! served by an index, never a full scan of `task_run`, `run_event`, `gate_checkpoint`, `steer_message`,
-//! `task_active` or `leader_run` (the claim sweep included: it examines one window of claims by
-//! primary key), and ordered queries never sort in a temp B-tree.
+//! Query plans on SQLite (the engine D1 runs): every reaper, runner, ledger, list and leader-driving
+//! statement is served by an index, never a full scan of `task_run`, `run_event`, `gate_checkpoint`,
+//! `steer_message`, `task_active`, `leader_run`, `leader_plan` or `leader_child` (the claim sweep
+//! included: it examines one window of claims by primary key), and ordered queries never sort in a
+//! temp B-tree.
 
 use crate::harness::{Fixture, SqliteFx};
 use sema_core::sql::{
@@ -34,7 +35,10 @@ fn plan(fx: &SqliteFx, stmt: &Stmt) -> Vec<String> {
 }
 
 /// Table names and the aliases the statements give them.
-const GUARDED: [&str; 11] = [
+const GUARDED: [&str; 14] = [
+    "leader_child",
+    "c",
+    "leader_plan",
     "task_run",
     "tr",
     "run_event",
@@ -345,6 +349,47 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     for (name, stmt) in &runner {
         assert_indexed(name, &plan(&fx, stmt), false);
     }
+    // Driving a leader run: every statement finds its rows by key, the children read in key order.
+    let child_run = run_sql::NewRun {
+        task_id: "t",
+        session_id: "leader-l-0",
+        owner: Some("o"),
+        instance_id: "i",
+        objective: "o",
+        objective_preview: "o",
+        meta_json: "{}",
+        now: 1,
+        idempotency: None,
+    };
+    let mut leader: Vec<(&str, Stmt)> = vec![
+        (
+            "leader_insert_plan",
+            leader_sql::insert_plan(d, "l", 2, Some(9), 1),
+        ),
+        (
+            "leader_insert_child",
+            leader_sql::insert_child(d, "l", 0, "leader-l-0", "o", "{}", 1),
+        ),
+        ("leader_select_plan", leader_sql::select_plan(d, "l")),
+        (
+            "leader_skip_child",
+            leader_sql::skip_child(d, "l", 0, "timeout"),
+        ),
+        ("leader_request_cancel", leader_sql::request_cancel(d, "l")),
+    ];
+    leader.extend(
+        leader_sql::start_child(d, "l", 0, &child_run)
+            .into_iter()
+            .map(|s| ("leader_start_child", s)),
+    );
+    for (name, stmt) in &leader {
+        assert_indexed(name, &plan(&fx, stmt), false);
+    }
+    assert_indexed(
+        "leader_children",
+        &plan(&fx, &leader_sql::select_children(d, "l")),
+        true,
+    );
     // The tick log reads newest first from its index, without a sort.
     assert_indexed(
         "recent_ticks",
