@@ -341,6 +341,7 @@ every_dialect!(
     two_concurrent_starts_of_one_child_admit_exactly_one_run,
     a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
     a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
+    a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
@@ -4308,4 +4309,28 @@ async fn a_cancelled_expired_finished_or_foreign_leader_starts_no_child<F: Fixtu
             ChildState::NotStarted
         ]
     );
+}
+
+async fn a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    s.create_leader_with_plan(&new_leader("L", Some("alice"), None))
+        .await
+        .unwrap();
+    // The owner's own run already holds the child's session: the admission refuses, and the
+    // batch's compare-and-set rolls back with it.
+    admit(&s, "mine", "leader-L-0", Some("alice"), NOW).await;
+    match start(&s, "L", 0, "c0", Some("alice"), NOW + 1).await {
+        StartChild::Refused(refused) => assert!(
+            matches!(*refused, CreateRun::Held(Some(ref h)) if h.task_id == "mine"),
+            "{refused:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.get_run("c0").await.unwrap().is_none());
+    assert_eq!(states(&s, "L").await[0], ChildState::NotStarted);
+    assert_eq!(s.leader_children("L").await.unwrap()[0].task_id, None);
 }
