@@ -9,7 +9,6 @@ use sema_core::{
     gate::{self, Decided},
     session_protocol::{SessionReply, WireDecide, WirePark},
     sql::event_sql::EVENT_PAGE_MAX_BYTES,
-    sse_subscriber::ledger_frame,
     store::{EventRow, GateScope, GateStore, Park, Parked, Resolve, RunReadStore},
     ApiError,
 };
@@ -117,7 +116,7 @@ impl SessionDo {
                     claim.recheck_at = now.saturating_add(self.staleness.queued_ms);
                 }
                 self.save(state).await?;
-                self.publish_last_event(cx, &task_id, false).await?;
+                self.publish_resumed(cx, &task_id).await?;
                 Ok(SessionReply::Decided {
                     task_id,
                     session_id,
@@ -135,7 +134,9 @@ impl SessionDo {
                 ..
             } => {
                 self.forget_claim_of(&task_id).await?;
-                self.publish_last_event(cx, &task_id, true).await?;
+                // The same closing frame every other ending sends: the ledger's `done`.
+                let run = cx.store()?.get_run(&task_id).await?;
+                self.publish_closing_done(cx, run.as_ref()).await?;
                 let woken = match wake {
                     None => None,
                     Some(input) => Some(Box::new(match self.admit(cx, &input).await {
@@ -156,13 +157,8 @@ impl SessionDo {
         }
     }
 
-    /// Publishes the run's last ledger event (the `resumed` or `done` a decision just appended).
-    async fn publish_last_event(
-        &self,
-        cx: &Cx,
-        task_id: &str,
-        is_done: bool,
-    ) -> Result<(), Failure> {
+    /// Publishes the `resumed` event a decision just appended (the run's last ledger event).
+    async fn publish_resumed(&self, cx: &Cx, task_id: &str) -> Result<(), Failure> {
         let store = cx.store()?;
         let Some(run) = store.get_run(task_id).await? else {
             return Ok(());
@@ -170,13 +166,7 @@ impl SessionDo {
         let last = store
             .events_after(task_id, run.last_seq - 1, 1, EVENT_PAGE_MAX_BYTES)
             .await?;
-        if let Some(e) = last.first() {
-            if is_done {
-                self.hub.publish(task_id, e.seq, &ledger_frame(e), true);
-            } else {
-                self.hub.publish_events(task_id, last.as_slice());
-            }
-        }
+        self.hub.publish_events(task_id, &last);
         Ok(())
     }
 }

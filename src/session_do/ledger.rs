@@ -168,7 +168,7 @@ impl SessionDo {
     /// Ends the run's open streams and waiters with its `done` frame: the ledger's own `done` when
     /// the writer that ended it appended one (a runner's finish, a decision, a reaper), else one
     /// built from the row at `last_seq + 1` — the frame a replay of the ledger ends with too.
-    async fn publish_closing_done(
+    pub(super) async fn publish_closing_done(
         &self,
         cx: &Cx,
         run: Option<&sema_core::run::RunRow>,

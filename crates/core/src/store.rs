@@ -1265,15 +1265,7 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
                 ack_cutoff,
             ))
             .await?;
-        let mut v = out
-            .get(claim_sql::REQUEUE_READ)
-            .map(|o| o.rows.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(session_task)
-            .collect::<Result<Vec<_>>>()?;
-        v.sort();
-        Ok(v)
+        pairs(&out, claim_sql::REQUEUE_READ)
     }
 
     async fn fail_parked_with_expired_checkpoint(&self, tick: &Tick<'_>) -> Result<ReapReport> {
