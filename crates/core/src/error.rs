@@ -37,11 +37,12 @@ pub enum ErrorCode {
     GateExpired,
     NotResumable,
     GatePending,
+    LeaderDisabled,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -68,6 +69,7 @@ impl ErrorCode {
         Self::GateExpired,
         Self::NotResumable,
         Self::GatePending,
+        Self::LeaderDisabled,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -99,6 +101,7 @@ impl ErrorCode {
             Self::GateExpired => "gate_expired",
             Self::NotResumable => "not_resumable",
             Self::GatePending => "gate.pending",
+            Self::LeaderDisabled => "leader.disabled",
         }
     }
 
@@ -108,7 +111,7 @@ impl ErrorCode {
             Self::InvalidJson | Self::InvalidRequest => 400,
             Self::Unauthorized => 401,
             Self::Forbidden => 403,
-            Self::NotFound => 404,
+            Self::NotFound | Self::LeaderDisabled => 404,
             Self::MethodNotAllowed => 405,
             Self::SessionActiveRun
             | Self::TaskIdTaken

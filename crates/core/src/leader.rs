@@ -17,6 +17,15 @@ pub fn child_session_id(leader_run_id: &str, idx: usize) -> String {
     format!("leader-{leader_run_id}-{idx}")
 }
 
+/// The leader run whose child runs in `session_id`, if the name has a child session's shape
+/// (`leader-<leaderRunId>-<idx>`). Only a hint for whom to drive: the driver reads the leader and
+/// finds nothing to do for a name that merely looks like a child's.
+pub fn leader_of_session(session_id: &str) -> Option<&str> {
+    let rest = session_id.strip_prefix("leader-")?;
+    let (id, idx) = rest.rsplit_once('-')?;
+    (!id.is_empty() && !idx.is_empty() && idx.bytes().all(|b| b.is_ascii_digit())).then_some(id)
+}
+
 /// A leader run as read back. Optional fields are absent on the wire when unset.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaderRunRecord {
@@ -104,6 +113,22 @@ mod tests {
             assert!(STATUSES.contains(&f.as_str()) && is_finish_status(f.as_str()));
         }
         assert!(!is_finish_status("running") && LeaderFinish::parse("paused").is_none());
+    }
+
+    #[test]
+    fn a_child_session_names_its_leader_and_other_sessions_name_none() {
+        let id = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+        assert_eq!(leader_of_session(&child_session_id(id, 12)), Some(id));
+        for other in [
+            "s-1",
+            "leader-",
+            "leader-x",
+            "leader--3",
+            "leader-x-",
+            "leader-x-1a",
+        ] {
+            assert_eq!(leader_of_session(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -10,6 +10,12 @@ use crate::leader::LeaderFinish;
 
 /// The error of a child that was never started because the leader stopped first.
 pub const CANCELLED_BEFORE_START: &str = "cancelled before start";
+/// The error of a leader run cancelled by its owner, and of each child it stopped.
+pub const LEADER_CANCELLED: &str = "leader run cancelled";
+/// The error of a leader run that failed because its deadline passed with children unfinished.
+pub const DEADLINE_PASSED: &str = "leader run deadline passed";
+/// The error of a child still running when the leader's deadline passed (it is asked to stop).
+pub const STOPPED_AT_DEADLINE: &str = "stopped at the leader run's deadline";
 
 /// A leader run's driving settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +86,8 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settle {
     pub status: LeaderFinish,
+    /// The leader's `error`: why it failed (`None` unless `status` is `failed`).
+    pub error: Option<String>,
     /// One per child, in child order.
     pub reports: Vec<Report>,
 }
@@ -89,11 +97,12 @@ pub struct Settle {
 pub struct Plan {
     /// Children to start (from `NotStarted`), lowest index first.
     pub start: Vec<usize>,
-    /// Running or parked children to cancel (the leader stopped).
+    /// Children to ask to stop (the leader stopped): running ones, and parked ones on a cancel.
     pub cancel: Vec<usize>,
     /// Unstarted children never to start, with what they report.
     pub skip: Vec<(usize, ReportStatus)>,
-    /// Settle the leader (only from `running`), once no child runs or waits to start.
+    /// Settle the leader (only from `running`): once no child runs or waits to start, or at once
+    /// when the leader stops (its deadline passed, or it was cancelled).
     pub settle: Option<Settle>,
 }
 
@@ -132,53 +141,104 @@ pub fn settle_status(reports: &[Report]) -> LeaderFinish {
     }
 }
 
-/// Plans the next step of a `running` leader at `now`.
-pub fn plan(drive: &Drive, children: &[ChildState], now: i64) -> Plan {
-    let stopping = drive.cancel_requested || drive.deadline_at.is_some_and(|d| now >= d);
-    let mut plan = Plan::default();
-    // The states after this plan is applied.
-    let mut after: Vec<ChildState> = children.to_vec();
-    if stopping {
-        let skipped = if drive.cancel_requested {
-            ReportStatus::Failed
+/// Why a leader stopped driving: it was cancelled, or its deadline passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Cancelled,
+    Deadline,
+}
+
+impl Drive {
+    /// Whether (and why) the leader has stopped at `now`; a cancel outranks the deadline.
+    pub fn stop_at(&self, now: i64) -> Option<Stop> {
+        if self.cancel_requested {
+            Some(Stop::Cancelled)
+        } else if self.deadline_at.is_some_and(|d| now >= d) {
+            Some(Stop::Deadline)
         } else {
-            ReportStatus::Timeout
-        };
-        for (i, c) in children.iter().enumerate() {
-            match c {
-                ChildState::NotStarted => {
-                    plan.skip.push((i, skipped));
-                    after[i] = ChildState::Skipped { report: skipped };
-                }
-                ChildState::Running | ChildState::Parked => plan.cancel.push(i),
-                ChildState::Ended { .. } | ChildState::Skipped { .. } => {}
-            }
-        }
-    } else {
-        let active = children
-            .iter()
-            .filter(|c| matches!(c, ChildState::Running | ChildState::Parked))
-            .count();
-        let room = drive.max_concurrency.max(1).saturating_sub(active);
-        for (i, c) in children.iter().enumerate() {
-            if plan.start.len() == room {
-                break;
-            }
-            if *c == ChildState::NotStarted {
-                plan.start.push(i);
-                after[i] = ChildState::Running;
-            }
+            None
         }
     }
-    // Settle once nothing runs or waits to start. A parked child does not hold the leader open
-    // unless the leader stopped (then it was just asked to stop, and its end settles the leader).
-    let open = after.iter().any(|c| match c {
-        ChildState::NotStarted | ChildState::Running => true,
-        ChildState::Parked => stopping,
-        ChildState::Ended { .. } | ChildState::Skipped { .. } => false,
-    });
+}
+
+/// Plans the next step of a `running` leader at `now`.
+///
+/// While it drives: start the lowest unstarted children while fewer than `max_concurrency` are
+/// running or parked (a parked child holds its slot until it ends); settle once no child runs or
+/// waits to start (a parked child does not hold the leader open: it reports `suspended`).
+///
+/// Once it stops, it settles at once, with every child's report as it stands: unstarted children are
+/// never started (`cancelled before start`: `timeout` at the deadline, `failed` on a cancel);
+/// running children are asked to stop and report `timeout` (deadline) or `failed` (cancel); parked
+/// children are abandoned at the deadline (`suspended`, left to a human) and stopped on a cancel
+/// (`failed`). A cancelled leader settles `failed`; one past its deadline by [`settle_status`].
+pub fn plan(drive: &Drive, children: &[ChildState], now: i64) -> Plan {
+    let mut plan = Plan::default();
+    if let Some(stop) = drive.stop_at(now) {
+        let (unstarted, stopped, error) = match stop {
+            Stop::Cancelled => (ReportStatus::Failed, ReportStatus::Failed, LEADER_CANCELLED),
+            Stop::Deadline => (
+                ReportStatus::Timeout,
+                ReportStatus::Timeout,
+                STOPPED_AT_DEADLINE,
+            ),
+        };
+        let mut reports = Vec::with_capacity(children.len());
+        for (index, c) in children.iter().enumerate() {
+            let (status, error) = match c {
+                ChildState::NotStarted => {
+                    plan.skip.push((index, unstarted));
+                    (unstarted, Some(CANCELLED_BEFORE_START.to_owned()))
+                }
+                ChildState::Running => {
+                    plan.cancel.push(index);
+                    (stopped, Some(error.to_owned()))
+                }
+                ChildState::Parked if stop == Stop::Cancelled => {
+                    plan.cancel.push(index);
+                    (stopped, Some(error.to_owned()))
+                }
+                other => report_of(other).unwrap_or((ReportStatus::Suspended, None)),
+            };
+            reports.push(Report {
+                index,
+                status,
+                error,
+            });
+        }
+        let status = match stop {
+            Stop::Cancelled => LeaderFinish::Failed,
+            Stop::Deadline => settle_status(&reports),
+        };
+        let error = match (stop, status) {
+            (Stop::Cancelled, _) => Some(LEADER_CANCELLED.to_owned()),
+            (Stop::Deadline, LeaderFinish::Failed) => Some(DEADLINE_PASSED.to_owned()),
+            _ => None,
+        };
+        plan.settle = Some(Settle {
+            status,
+            error,
+            reports,
+        });
+        return plan;
+    }
+    let active = children
+        .iter()
+        .filter(|c| matches!(c, ChildState::Running | ChildState::Parked))
+        .count();
+    let room = drive.max_concurrency.max(1).saturating_sub(active);
+    plan.start = children
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c == ChildState::NotStarted)
+        .map(|(i, _)| i)
+        .take(room)
+        .collect();
+    let open = children
+        .iter()
+        .any(|c| matches!(c, ChildState::NotStarted | ChildState::Running));
     if !open {
-        let reports: Vec<Report> = after
+        let reports: Vec<Report> = children
             .iter()
             .enumerate()
             .filter_map(|(index, c)| {
@@ -189,12 +249,24 @@ pub fn plan(drive: &Drive, children: &[ChildState], now: i64) -> Plan {
                 })
             })
             .collect();
+        let status = settle_status(&reports);
+        let error = (status == LeaderFinish::Failed).then(|| failed_error(&reports));
         plan.settle = Some(Settle {
-            status: settle_status(&reports),
+            status,
+            error,
             reports,
         });
     }
     plan
+}
+
+/// The error of a leader whose children failed: `"<k> of <n> children failed or timed out"`.
+pub fn failed_error(reports: &[Report]) -> String {
+    let k = reports
+        .iter()
+        .filter(|r| matches!(r.status, ReportStatus::Failed | ReportStatus::Timeout))
+        .count();
+    format!("{k} of {} children failed or timed out", reports.len())
 }
 
 #[cfg(test)]
@@ -292,7 +364,7 @@ mod tests {
                         assert!(p.cancel.is_empty() && p.skip.is_empty());
                     } else {
                         // Stopping: nothing starts; every unstarted child is skipped; every
-                        // running or parked one is asked to stop.
+                        // running one is asked to stop, and parked ones too on a cancel.
                         assert!(p.start.is_empty());
                         assert_eq!(p.skip.len(), waiting);
                         let want = if d.cancel_requested {
@@ -301,22 +373,33 @@ mod tests {
                             ReportStatus::Timeout
                         };
                         assert!(p.skip.iter().all(|(_, r)| *r == want));
-                        assert_eq!(p.cancel.len(), active);
+                        for &i in &p.cancel {
+                            assert!(
+                                children[i] == ChildState::Running
+                                    || (d.cancel_requested && children[i] == ChildState::Parked)
+                            );
+                        }
+                        let running = children
+                            .iter()
+                            .filter(|c| **c == ChildState::Running)
+                            .count();
+                        let parked = active - running;
+                        let cancels = running + if d.cancel_requested { parked } else { 0 };
+                        assert_eq!(p.cancel.len(), cancels);
                     }
-                    // Settles exactly when nothing runs or waits (parked counts only when stopping).
-                    let open_after = children.iter().any(|c| match c {
-                        ChildState::NotStarted => !stopping,
-                        ChildState::Running => true,
-                        ChildState::Parked => stopping,
-                        _ => false,
-                    });
-                    assert_eq!(p.settle.is_some(), !open_after, "{children:?} {d:?}");
+                    // Settles exactly when nothing runs or waits to start, or at once on a stop.
+                    let open = children
+                        .iter()
+                        .any(|c| matches!(c, ChildState::NotStarted | ChildState::Running));
+                    assert_eq!(p.settle.is_some(), stopping || !open, "{children:?} {d:?}");
                     if let Some(s) = &p.settle {
                         assert_eq!(s.reports.len(), children.len());
+                        assert!(s.reports.iter().enumerate().all(|(i, r)| r.index == i));
                         let rs: Vec<ReportStatus> = s.reports.iter().map(|r| r.status).collect();
-                        let want = if rs
-                            .iter()
-                            .any(|r| matches!(r, ReportStatus::Failed | ReportStatus::Timeout))
+                        let want = if d.cancel_requested
+                            || rs
+                                .iter()
+                                .any(|r| matches!(r, ReportStatus::Failed | ReportStatus::Timeout))
                         {
                             LeaderFinish::Failed
                         } else if rs.iter().all(|r| *r == ReportStatus::Completed) {
@@ -325,6 +408,13 @@ mod tests {
                             LeaderFinish::NeedsHuman
                         };
                         assert_eq!(s.status, want, "{children:?}");
+                        assert_eq!(s.error.is_some(), want == LeaderFinish::Failed);
+                        // A child still running when the leader stops never reports completed.
+                        for (i, c) in children.iter().enumerate() {
+                            if *c == ChildState::Running {
+                                assert_ne!(s.reports[i].status, ReportStatus::Completed);
+                            }
+                        }
                     }
                     checked += 1;
                 }
@@ -388,6 +478,7 @@ mod tests {
         assert_eq!(p.skip, [(1, ReportStatus::Timeout)]);
         let s = p.settle.unwrap();
         assert_eq!(s.status, LeaderFinish::Failed);
+        assert_eq!(s.error.as_deref(), Some(DEADLINE_PASSED));
         assert_eq!(
             s.reports[1],
             Report {
@@ -413,5 +504,83 @@ mod tests {
         assert_eq!(p.settle.unwrap().status, LeaderFinish::NeedsHuman);
         let p = plan(&d, &[ended("cancelled"), ChildState::Parked], 0);
         assert_eq!(p.settle.unwrap().status, LeaderFinish::Failed);
+    }
+
+    #[test]
+    fn at_the_deadline_running_children_are_stopped_as_timeout_and_parked_ones_abandoned() {
+        let d = Drive {
+            max_concurrency: 3,
+            deadline_at: Some(10),
+            cancel_requested: false,
+        };
+        let p = plan(
+            &d,
+            &[ChildState::Running, ChildState::Parked, ended("completed")],
+            10,
+        );
+        assert_eq!(p.cancel, [0]);
+        let s = p.settle.unwrap();
+        assert_eq!(
+            s.reports.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [
+                ReportStatus::Timeout,
+                ReportStatus::Suspended,
+                ReportStatus::Completed
+            ]
+        );
+        assert_eq!(s.reports[0].error.as_deref(), Some(STOPPED_AT_DEADLINE));
+        assert_eq!(s.status, LeaderFinish::Failed);
+        // Only parked and done children at the deadline: the leader needs a human, no error.
+        let s = plan(&d, &[ChildState::Parked, ended("completed")], 10)
+            .settle
+            .unwrap();
+        assert_eq!((s.status, s.error), (LeaderFinish::NeedsHuman, None));
+    }
+
+    #[test]
+    fn a_cancelled_leader_settles_failed_at_once_stopping_every_running_or_parked_child() {
+        let d = Drive {
+            max_concurrency: 2,
+            deadline_at: None,
+            cancel_requested: true,
+        };
+        let children = [
+            ended("completed"),
+            ChildState::Running,
+            ChildState::Parked,
+            ChildState::NotStarted,
+        ];
+        let p = plan(&d, &children, 0);
+        assert_eq!(
+            (p.cancel.as_slice(), p.skip.as_slice()),
+            (&[1, 2][..], &[(3, ReportStatus::Failed)][..])
+        );
+        let s = p.settle.unwrap();
+        assert_eq!(s.status, LeaderFinish::Failed);
+        assert_eq!(s.error.as_deref(), Some(LEADER_CANCELLED));
+        assert_eq!(s.reports[3].error.as_deref(), Some(CANCELLED_BEFORE_START));
+        // Even when every child had completed.
+        let s = plan(&d, &[ended("completed")], 0).settle.unwrap();
+        assert_eq!(s.status, LeaderFinish::Failed);
+    }
+
+    #[test]
+    fn a_failed_leader_says_how_many_children_failed() {
+        let d = Drive {
+            max_concurrency: 2,
+            deadline_at: None,
+            cancel_requested: false,
+        };
+        let s = plan(
+            &d,
+            &[ended("failed"), ended("completed"), ended("timeout")],
+            0,
+        )
+        .settle
+        .unwrap();
+        assert_eq!(
+            s.error.as_deref(),
+            Some("2 of 3 children failed or timed out")
+        );
     }
 }

@@ -16,6 +16,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod leader;
 pub mod leader_drive;
+pub mod leader_wire;
 pub mod list;
 pub mod liveness;
 pub mod reaper;

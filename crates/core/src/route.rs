@@ -38,6 +38,14 @@ pub enum Route {
     ResumeTask(TaskId),
     /// `POST /v1/sessions/{sessionId}/wake`: a new run after a `task_done` gate.
     Wake(SessionId),
+    /// `POST /v1/leader/runs`: admit a leader run (idempotent on `Idempotency-Key`).
+    SubmitLeader,
+    /// `GET /v1/leader/runs`: the caller's leader runs (operators: all), newest first.
+    ListLeaders,
+    /// `GET /v1/leader/runs/{id}`: a leader run with its plan and children.
+    GetLeader(TaskId),
+    /// `POST /v1/leader/runs/{id}/cancel`: stop its children and settle it `failed`.
+    CancelLeader(TaskId),
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -95,7 +103,11 @@ impl Route {
             | Self::DecideApproval(_)
             | Self::PlanReview(_)
             | Self::ResumeTask(_)
-            | Self::Wake(_) => Access::ClientSide,
+            | Self::Wake(_)
+            | Self::SubmitLeader
+            | Self::ListLeaders
+            | Self::GetLeader(_)
+            | Self::CancelLeader(_) => Access::ClientSide,
             Self::Lease
             | Self::Heartbeat(_)
             | Self::AppendEvents(_)
@@ -117,6 +129,10 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
     let session = |raw: &str| {
         SessionId::parse(raw)
             .ok_or_else(|| ApiError::invalid_field("sessionId", crate::ids::SAFE_ID_RULE))
+    };
+    let leader = |raw: &str| {
+        TaskId::parse(raw)
+            .ok_or_else(|| ApiError::invalid_field("leaderRunId", crate::ids::SAFE_ID_RULE))
     };
     let only = |allowed: &str, route: Route| {
         if method == allowed {
@@ -188,6 +204,19 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
             let id = session(id)?;
             only("POST", Route::Wake(id))
         }
+        ["v1", "leader", "runs"] => match method {
+            "POST" => Ok(Route::SubmitLeader),
+            "GET" => Ok(Route::ListLeaders),
+            _ => Err(ApiError::method_not_allowed("GET, POST")),
+        },
+        ["v1", "leader", "runs", id] => {
+            let id = leader(id)?;
+            only("GET", Route::GetLeader(id))
+        }
+        ["v1", "leader", "runs", id, "cancel"] => {
+            let id = leader(id)?;
+            only("POST", Route::CancelLeader(id))
+        }
         _ => Err(ApiError::route_not_found()),
     }
 }
@@ -231,7 +260,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 20] = [
+    const TABLE: [(&str, &str); 24] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -252,6 +281,10 @@ mod tests {
         ("POST", "/v1/assistant/tasks/t/plan_review"),
         ("POST", "/v1/assistant/tasks/t/resume"),
         ("POST", "/v1/sessions/s/wake"),
+        ("POST", "/v1/leader/runs"),
+        ("GET", "/v1/leader/runs"),
+        ("GET", "/v1/leader/runs/l"),
+        ("POST", "/v1/leader/runs/l/cancel"),
     ];
 
     /// (client, runner, operator) may call it.
@@ -269,7 +302,11 @@ mod tests {
             | Route::DecideApproval(_)
             | Route::PlanReview(_)
             | Route::ResumeTask(_)
-            | Route::Wake(_) => (true, false, true),
+            | Route::Wake(_)
+            | Route::SubmitLeader
+            | Route::ListLeaders
+            | Route::GetLeader(_)
+            | Route::CancelLeader(_) => (true, false, true),
             Route::AppendEvents(_)
             | Route::Heartbeat(_)
             | Route::Finish(_)

@@ -93,6 +93,13 @@ pub enum SessionCall {
         decide: WireDecide,
         wake: Option<AdmitInput>,
     },
+    /// A leader's driver starts child `index` of `leader_run_id` as the run `input` (in the child's
+    /// own session): the child's compare-and-set and the run's admission, one D1 batch.
+    StartChild {
+        leader_run_id: String,
+        index: usize,
+        input: AdmitInput,
+    },
 }
 
 /// A park as the Worker forwards it (validated).
@@ -150,7 +157,8 @@ impl SessionCall {
             | Self::Steer { .. }
             | Self::RunEnded { .. }
             | Self::Park { .. }
-            | Self::Decide { .. } => Lock::Whole,
+            | Self::Decide { .. }
+            | Self::StartChild { .. } => Lock::Whole,
             Self::Stats => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
@@ -239,6 +247,13 @@ pub enum SessionReply {
         status: String,
         woken: Option<Box<SessionReply>>,
     },
+    /// A child start: `started` when this call started it; otherwise another driver did, the
+    /// leader stopped or is at its bound (`held`: false), or the child's session is held by another
+    /// run (`held`: true; the child waits for it, as any submission would).
+    ChildStart {
+        started: bool,
+        held: bool,
+    },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -319,6 +334,11 @@ mod tests {
                 task_id: "T".into(),
             },
             SessionCall::Stats,
+            SessionCall::StartChild {
+                leader_run_id: "L".into(),
+                index: 3,
+                input: input(),
+            },
         ]
     }
 
@@ -350,6 +370,7 @@ mod tests {
                         "steer" => "steer",
                         "run_ended" => "run_ended",
                         "stats" => "stats",
+                        "start_child" => "start_child",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -370,6 +391,7 @@ mod tests {
                 ("steer", Lock::Whole),
                 ("run_ended", Lock::Whole),
                 ("stats", Lock::Free),
+                ("start_child", Lock::Whole),
             ]
         );
     }
@@ -399,6 +421,10 @@ mod tests {
                     pending_gate_kind: Some("tool_approval".into()),
                 },
             )),
+            SessionReply::ChildStart {
+                started: false,
+                held: true,
+            },
             SessionReply::Cancelled(CancelReply {
                 task_id: "T".into(),
                 session_id: "S".into(),
