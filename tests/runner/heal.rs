@@ -1,7 +1,8 @@
 //! Sessions that heal themselves, black-box, on a Worker of their own (`SEMA_HEAL_URL`) started with
 //! small liveness knobs: `RUN_STALE_SEC=2` (a held run unheard from for 2 s is stale),
 //! `RUN_QUEUE_STALE_SEC=4`, `LEASE_ACK_SEC=1`, `APPROVAL_TIMEOUT_SEC=3` (the expiry tests of
-//! tests/runner/gates.rs). The cron is triggered through wrangler's scheduled test route; out-of-band
+//! tests/runner/gates.rs), `LEADER_RUN_STALE_MS=3000` (a leader run still running 3 s after its
+//! start is failed by the cron). The cron is triggered through wrangler's scheduled test route; out-of-band
 //! changes go to the Worker's local D1 the way an operator's manual SQL would (`wrangler d1 execute
 //! --local --persist-to SEMA_HEAL_STATE`).
 
@@ -26,6 +27,12 @@ fn runner() -> Client {
 /// RUN_STALE_SEC of the heal Worker, and the margin a test allows past it.
 const STALE: Duration = Duration::from_secs(2);
 const MARGIN: Duration = Duration::from_secs(6);
+
+/// LEADER_RUN_STALE_MS of the heal Worker.
+const LEADER_STALE_MS: i64 = 3_000;
+
+/// The stale sweep's sentence, written out here independently of the server's code (U+2014 dash).
+const LEADER_STALE_SENTENCE: &str = "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again.";
 
 /// Runs one statement against the heal Worker's local D1, out of band; the rows it returns.
 pub(crate) fn d1(sql: &str) -> Vec<Value> {
@@ -442,10 +449,94 @@ fn stale_leader_runs_are_failed_with_the_exact_sentence() {
         "SELECT status, error FROM leader_run WHERE leader_run_id = '{id}'"
     ));
     assert_eq!(rows[0]["status"], "failed");
+    assert_eq!(rows[0]["error"], LEADER_STALE_SENTENCE);
+}
+
+#[test]
+fn a_leader_run_left_running_past_leader_run_stale_ms_is_failed_by_the_cron_and_its_key_returns_it()
+{
+    let owner = Client::as_principal(&unique("stale-owner")).at(&server());
+    let key = unique("stale-key");
+    let body = json!({"objective": "outlive me", "subtasks": [{"objective": "manual"}], "maxConcurrency": 1});
+    let keyed = || owner.post_json_with("/v1/leader/runs", &body, &[("Idempotency-Key", &key)]);
+    let first = keyed();
+    assert_eq!(first.status, 201, "{}", first.body);
+    let v = first.json();
+    let id = v["id"].as_str().unwrap().to_owned();
+    let started = v["startedAtMs"].as_i64().unwrap();
+    let child = v["children"][0]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the child did not start: {v}"))
+        .to_owned();
+    // The child is held and heartbeating: alive, so nothing but the leader's age can end anything.
+    let epoch = lease(&child, "stale-child");
+    let mut last_beat = Instant::now() - Duration::from_secs(1);
+    let mut beat_alive = || {
+        if last_beat.elapsed() >= Duration::from_millis(300) {
+            assert_eq!(beat(&child, "stale-child", epoch).status, 200);
+            last_beat = Instant::now();
+        }
+    };
+    let leader = || {
+        let r = owner.get(&format!("/v1/leader/runs/{id}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    // Not stale yet: a tick leaves it running.
+    beat_alive();
+    cron();
+    let age = now_ms() - started;
+    if age < LEADER_STALE_MS {
+        assert_eq!(leader()["status"], "running", "failed at {age} ms");
+    }
+    while now_ms() <= started + LEADER_STALE_MS + 100 {
+        beat_alive();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    beat_alive();
+    cron();
+    let v = leader();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["error"], LEADER_STALE_SENTENCE);
+    assert!(v["finishedAtMs"].as_i64().is_some(), "{v}");
+    // Not taken over: its child still runs, held by its runner.
+    assert_eq!(run(&child)["status"], "running");
+    assert_eq!(beat(&child, "stale-child", epoch).status, 200);
+    // The key is still bound to the failed run: 200, not created, the same run as it is.
+    let again = keyed();
+    assert_eq!(again.status, 200, "{}", again.body);
+    let w = again.json();
     assert_eq!(
-        rows[0]["error"],
-        "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again."
+        (&w["id"], &w["created"], &w["status"], &w["error"]),
+        (
+            &json!(id),
+            &json!(false),
+            &json!("failed"),
+            &json!(LEADER_STALE_SENTENCE)
+        )
     );
+    // The listing says the same.
+    let listed = owner.get("/v1/leader/runs?status=failed").json();
+    assert_eq!(listed["leaderRuns"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(listed["leaderRuns"][0]["error"], LEADER_STALE_SENTENCE);
+    // The child ends; the failed leader stays as the sweep left it.
+    let done = runner().post_json(
+        &format!("/v1/runs/{child}/finish"),
+        &json!({"runnerId": "stale-child", "leaseEpoch": epoch, "status": "completed"}),
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+    let end = leader();
+    assert_eq!(
+        (&end["status"], &end["error"]),
+        (&json!("failed"), &json!(LEADER_STALE_SENTENCE))
+    );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 #[test]
