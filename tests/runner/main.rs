@@ -15,5 +15,6 @@ mod bounds;
 mod execution;
 mod gates;
 mod heal;
+mod leaders;
 mod protocol;
 mod tasks;
