@@ -13,7 +13,7 @@ fn servers() -> Vec<String> {
         .collect()
 }
 
-const ROUTES: [(&str, &str); 13] = [
+const ROUTES: [(&str, &str); 17] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/some-run"),
@@ -27,6 +27,10 @@ const ROUTES: [(&str, &str); 13] = [
     ("POST", "/v1/runs/some-run/finish"),
     ("GET", "/v1/admin/reapers"),
     ("GET", "/v1/admin/sessions/some-session"),
+    ("POST", "/v1/leader/runs"),
+    ("GET", "/v1/leader/runs"),
+    ("GET", "/v1/leader/runs/some-leader"),
+    ("POST", "/v1/leader/runs/some-leader/cancel"),
 ];
 
 #[test]

@@ -11,6 +11,7 @@ mod cancel;
 mod closed;
 mod helpers;
 mod idempotency;
+mod leaders;
 mod listing;
 mod matrix;
 mod principals;

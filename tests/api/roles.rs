@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 20] = [
+const TABLE: [(&str, &str, bool, bool, bool); 24] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -59,6 +59,16 @@ const TABLE: [(&str, &str, bool, bool, bool); 20] = [
         "GET",
         "/v1/admin/sessions/no-such-session",
         false,
+        false,
+        true,
+    ),
+    ("POST", "/v1/leader/runs", true, false, true),
+    ("GET", "/v1/leader/runs", true, false, true),
+    ("GET", "/v1/leader/runs/no-such-leader", true, false, true),
+    (
+        "POST",
+        "/v1/leader/runs/no-such-leader/cancel",
+        true,
         false,
         true,
     ),
