@@ -28,8 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The most one round may take before it is abandoned (its leader cancelled, the round an error).
-const ROUND_DEADLINE: Duration = Duration::from_secs(300);
 /// How often the sampler reads the leader run during a round.
 const SAMPLE_EVERY: Duration = Duration::from_millis(15);
 /// How often the settle is polled when the first GET after the last finish still shows `running`.
@@ -408,7 +406,7 @@ impl Round<'_> {
     fn sampler(&self) -> Sampled {
         let agent = agent();
         let mut out = Sampled::default();
-        let most = ROUND_DEADLINE.as_millis() / SAMPLE_EVERY.as_millis() + 1;
+        let most = (self.deadline - self.t0).as_millis() / SAMPLE_EVERY.as_millis() + 1;
         for _ in 0..most {
             if self.stop.load(Ordering::SeqCst) || Instant::now() >= self.deadline {
                 break;
@@ -477,6 +475,7 @@ pub fn leader(
     runners: usize,
     rounds: usize,
     lease_wait_ms: u64,
+    round_deadline: Duration,
 ) {
     let runners = runners.max(1);
     let (mut strays_drained, mut drain_ms) = drain(url, runners);
@@ -519,7 +518,7 @@ pub fn leader(
             children: subtasks,
             wait_ms: lease_wait_ms,
             t0,
-            deadline: t0 + ROUND_DEADLINE,
+            deadline: t0 + round_deadline,
             finished: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             settle: Mutex::new(None),

@@ -807,6 +807,9 @@ enum Scenario {
         /// The runners' lease long-poll (`waitMs`).
         #[arg(long, default_value_t = 1000)]
         lease_wait_ms: u64,
+        /// The most one round may take; past it the round is an error and its leader is cancelled.
+        #[arg(long, default_value_t = 300)]
+        round_deadline_s: u64,
     },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
@@ -863,6 +866,7 @@ fn main() {
             runners,
             rounds,
             lease_wait_ms,
+            round_deadline_s,
         } => leader::leader(
             &ctx.url,
             subtasks,
@@ -870,6 +874,7 @@ fn main() {
             runners,
             rounds,
             lease_wait_ms,
+            Duration::from_secs(round_deadline_s),
         ),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {
@@ -943,7 +948,8 @@ mod tests {
                 concurrency: 8,
                 runners: 8,
                 rounds: 3,
-                lease_wait_ms: 1000
+                lease_wait_ms: 1000,
+                round_deadline_s: 300
             }
         ));
     }
