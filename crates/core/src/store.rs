@@ -16,7 +16,7 @@
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
-//! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
+//! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_view`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
 //! are typed ([`TerminalStatus`], [`ParkStatus`], [`LeaderFinish`]), so a caller's mistake cannot
@@ -556,6 +556,9 @@ pub struct NewLeader<'a> {
     /// At least 1.
     pub max_concurrency: i64,
     pub deadline_at: Option<i64>,
+    /// The request fingerprint of a keyed admission (sha256 hex, 64 characters), stored with the plan
+    /// so a key reused with another body can be answered 422; `None` for an unkeyed admission.
+    pub fingerprint: Option<&'a str>,
     /// The subtasks, in child order.
     pub children: &'a [NewChild<'a>],
 }
@@ -580,6 +583,18 @@ pub struct LeaderChild {
     pub state: ChildState,
 }
 
+/// A leader run with everything its driver and its readers need ([`LeaderDriveStore::leader_view`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaderView {
+    pub record: LeaderRunRecord,
+    /// Its driving settings; `None` when it has no plan (admitted by `create_leader_run`).
+    pub drive: Option<Drive>,
+    /// The plan's request fingerprint; `None` without a plan or for an unkeyed admission.
+    pub fingerprint: Option<String>,
+    /// Every child in index order, as [`LeaderDriveStore::leader_children`] reads them.
+    pub children: Vec<LeaderChild>,
+}
+
 /// The outcome of [`LeaderDriveStore::start_child`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum StartChild {
@@ -602,6 +617,10 @@ pub trait LeaderDriveStore {
     /// duplicate key rolls the whole batch back, so exactly one caller per key writes a plan and one
     /// set of children; the others observe the winner (`created: false`) and write nothing.
     async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission>;
+    /// The leader record, its plan (settings and fingerprint) and its children with their runs'
+    /// states, in one round trip (one batch of reads: one snapshot on D1 and MySQL; on PostgreSQL,
+    /// READ COMMITTED, each read has its own). `None` when no leader row has this id.
+    async fn leader_view(&self, id: &str) -> Result<Option<LeaderView>>;
     /// The leader's driving settings (`None`: no plan, e.g. admitted by `create_leader_run`).
     async fn leader_drive(&self, id: &str) -> Result<Option<Drive>>;
     /// Every child in index order, its state read with its run's status and error in one statement.
@@ -1404,13 +1423,37 @@ fn leader_child(row: &Row) -> Result<LeaderChild> {
     })
 }
 
+/// The reads of [`LeaderDriveStore::leader_view`]'s batch.
+const VIEW_RECORD: usize = 0;
+const VIEW_PLAN: usize = 1;
+const VIEW_CHILDREN: usize = 2;
+
+/// A plan row: the driving settings and the request fingerprint.
+fn plan_row(row: &Row) -> Result<(Drive, Option<String>)> {
+    let max = get_i64(row, "max_concurrency").map_err(corrupt)?;
+    let drive = Drive {
+        max_concurrency: usize::try_from(max)
+            .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
+        deadline_at: opt_i64(row, "deadline_at")?,
+        cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
+    };
+    Ok((drive, get_opt_str(row, "fingerprint").map_err(corrupt)?))
+}
+
 impl<E: Executor> LeaderDriveStore for SqlStore<E> {
     async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission> {
         let d = self.d();
         let preview = objective_preview(new.objective);
         let mut batch = vec![
             leader_sql::insert(d, new.id, new.idem_key, new.owner, &preview, new.now),
-            leader_sql::insert_plan(d, new.id, new.max_concurrency, new.deadline_at, new.now),
+            leader_sql::insert_plan(
+                d,
+                new.id,
+                new.max_concurrency,
+                new.deadline_at,
+                new.fingerprint,
+                new.now,
+            ),
         ];
         for (i, child) in new.children.iter().enumerate() {
             batch.push(leader_sql::insert_child(
@@ -1427,17 +1470,43 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
         self.leader_admission(new.id, new.idem_key, out).await
     }
 
-    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>> {
-        let Some(row) = self.first(leader_sql::select_plan(self.d(), id)).await? else {
+    async fn leader_view(&self, id: &str) -> Result<Option<LeaderView>> {
+        let d = self.d();
+        let batch = [
+            leader_sql::select_by_id(d, id),
+            leader_sql::select_plan(d, id),
+            leader_sql::select_children(d, id),
+        ];
+        let out = self.exec.batch(&batch).await?;
+        let rows = |i: usize| out.get(i).map(|o| o.rows.as_slice()).unwrap_or_default();
+        let Some(record) = rows(VIEW_RECORD).first() else {
             return Ok(None);
         };
-        let max = get_i64(&row, "max_concurrency").map_err(corrupt)?;
-        Ok(Some(Drive {
-            max_concurrency: usize::try_from(max)
-                .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
-            deadline_at: opt_i64(&row, "deadline_at")?,
-            cancel_requested: get_i64(&row, "cancel_requested").map_err(corrupt)? != 0,
+        let record = LeaderRunRecord::from_row(record).map_err(corrupt)?;
+        let (drive, fingerprint) = match rows(VIEW_PLAN).first() {
+            Some(row) => {
+                let (drive, fingerprint) = plan_row(row)?;
+                (Some(drive), fingerprint)
+            }
+            None => (None, None),
+        };
+        let children = rows(VIEW_CHILDREN)
+            .iter()
+            .map(leader_child)
+            .collect::<Result<_>>()?;
+        Ok(Some(LeaderView {
+            record,
+            drive,
+            fingerprint,
+            children,
         }))
+    }
+
+    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>> {
+        self.first(leader_sql::select_plan(self.d(), id))
+            .await?
+            .map(|row| plan_row(&row).map(|(drive, _)| drive))
+            .transpose()
     }
 
     async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>> {

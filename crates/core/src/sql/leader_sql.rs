@@ -166,30 +166,33 @@ pub fn force_status(d: Dialect, id: &str, status: &str) -> Stmt {
 
 /// The plan row of an admission, written in [`insert`]'s batch. Conditional on the leader row with
 /// this id and start time existing, i.e. on this batch's own insert (the id is freshly minted), so
-/// the statement can never attach a plan to another call's leader.
+/// the statement can never attach a plan to another call's leader. `fingerprint`: the request
+/// fingerprint of a keyed admission (sha256 hex), `None` for an unkeyed one.
 pub fn insert_plan(
     d: Dialect,
     id: &str,
     max_concurrency: i64,
     deadline_at: Option<i64>,
+    fingerprint: Option<&str>,
     now: i64,
 ) -> Stmt {
     Stmt::pick(
         d,
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT ?1, ?2, ?3, 0, ?4 \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT ?1, ?2, ?3, 0, ?4, ?5 \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND started_at_ms = ?4)",
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT $1::varchar, $2::bigint, $3::bigint, 0, $4::bigint \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT $1::varchar, $2::bigint, $3::bigint, 0, $4::bigint, $5::varchar \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = $1::varchar AND started_at_ms = $4::bigint)",
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT ?1, ?2, ?3, 0, ?4 FROM DUAL \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT ?1, ?2, ?3, 0, ?4, ?5 FROM DUAL \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND started_at_ms = ?4)",
         vec![
             id.into(),
             max_concurrency.into(),
             deadline_at.into(),
             now.into(),
+            fingerprint.into(),
         ],
     )
 }
@@ -226,11 +229,13 @@ pub fn insert_child(
     )
 }
 
-/// The plan: `max_concurrency, deadline_at, cancel_requested` (no row: the leader has no plan).
+/// The plan: `max_concurrency, deadline_at, cancel_requested, fingerprint` (no row: the leader has
+/// no plan).
 pub fn select_plan(d: Dialect, id: &str) -> Stmt {
     Stmt::portable(
         d,
-        "SELECT max_concurrency, deadline_at, cancel_requested FROM leader_plan WHERE leader_run_id = ?1",
+        "SELECT max_concurrency, deadline_at, cancel_requested, fingerprint FROM leader_plan \
+         WHERE leader_run_id = ?1",
         vec![id.into()],
     )
 }

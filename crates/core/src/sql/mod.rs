@@ -746,8 +746,8 @@ mod placeholder_tests {
                 table: "leader_child",
             }),
         ));
-        v.push(leader_sql::insert_plan(d, "l", 2, Some(9), 1));
-        v.push(leader_sql::insert_plan(d, "l", 2, None, 1));
+        v.push(leader_sql::insert_plan(d, "l", 2, Some(9), Some("fp"), 1));
+        v.push(leader_sql::insert_plan(d, "l", 2, None, None, 1));
         v.push(leader_sql::insert_child(
             d,
             "l",

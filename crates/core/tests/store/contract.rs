@@ -342,6 +342,8 @@ every_dialect!(
     a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
     a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
     a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted,
+    a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip,
+    a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
@@ -3934,6 +3936,7 @@ fn new_leader<'a>(id: &'a str, owner: Option<&'a str>, key: Option<&'a str>) -> 
         now: NOW,
         max_concurrency: 2,
         deadline_at: None,
+        fingerprint: None,
         children: &SUBTASKS,
     }
 }
@@ -4333,4 +4336,87 @@ async fn a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unst
     assert!(s.get_run("c0").await.unwrap().is_none());
     assert_eq!(states(&s, "L").await[0], ChildState::NotStarted);
     assert_eq!(s.leader_children("L").await.unwrap()[0].task_id, None);
+}
+
+async fn a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.counted_store();
+    let key = sema_core::idempotency::scoped_key(Some("alice"), "view");
+    let fp = "a".repeat(64);
+    let mut keyed = new_leader("L", Some("alice"), Some(&key));
+    keyed.fingerprint = Some(&fp);
+    keyed.deadline_at = Some(NOW + 60_000);
+    s.create_leader_with_plan(&keyed).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 1).await,
+        StartChild::Started
+    );
+    s.exec.take();
+    let view = s.leader_view("L").await.unwrap().unwrap();
+    assert_eq!(s.exec.take(), 1, "one round trip");
+    assert_eq!(view.record, s.get_leader_run("L").await.unwrap().unwrap());
+    assert_eq!(
+        view.drive,
+        Some(Drive {
+            max_concurrency: 2,
+            deadline_at: Some(NOW + 60_000),
+            cancel_requested: false
+        })
+    );
+    assert_eq!(view.drive, s.leader_drive("L").await.unwrap());
+    assert_eq!(view.fingerprint.as_deref(), Some(fp.as_str()));
+    assert_eq!(view.children, s.leader_children("L").await.unwrap());
+    assert_eq!(
+        view.children.iter().map(|c| &c.state).collect::<Vec<_>>(),
+        [
+            &ChildState::NotStarted,
+            &ChildState::Running,
+            &ChildState::NotStarted
+        ]
+    );
+    assert_eq!(view.children[1].task_id.as_deref(), Some("c1"));
+    // A missing leader: `None`, in one round trip too.
+    s.exec.take();
+    assert_eq!(s.leader_view("missing").await.unwrap(), None);
+    assert_eq!(s.exec.take(), 1);
+    // A leader admitted without a plan: its record, no plan, no children.
+    s.create_leader_run("bare", "x", None, None, NOW)
+        .await
+        .unwrap();
+    let bare = s.leader_view("bare").await.unwrap().unwrap();
+    assert_eq!(
+        (bare.record.id.as_str(), bare.drive, bare.fingerprint),
+        ("bare", None, None)
+    );
+    assert!(bare.children.is_empty());
+    // An unkeyed admission has a plan and no fingerprint.
+    s.create_leader_with_plan(&new_leader("U", None, None))
+        .await
+        .unwrap();
+    let unkeyed = s.leader_view("U").await.unwrap().unwrap();
+    assert!(unkeyed.drive.is_some() && unkeyed.fingerprint.is_none());
+    assert_eq!(unkeyed.children.len(), 3);
+}
+
+async fn a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let key = sema_core::idempotency::scoped_key(None, "fp");
+    let (first_fp, other_fp) = ("1".repeat(64), "2".repeat(64));
+    let mut first = new_leader("L1", None, Some(&key));
+    first.fingerprint = Some(&first_fp);
+    assert!(s.create_leader_with_plan(&first).await.unwrap().created);
+    // The same key with another body: the observer sees the winner, whose fingerprint stays.
+    let mut other = new_leader("L2", None, Some(&key));
+    other.fingerprint = Some(&other_fp);
+    let seen = s.create_leader_with_plan(&other).await.unwrap();
+    assert!(!seen.created);
+    assert_eq!(seen.run.id, "L1");
+    let view = s.leader_view("L1").await.unwrap().unwrap();
+    assert_eq!(view.fingerprint.as_deref(), Some(first_fp.as_str()));
+    assert_eq!(s.leader_view("L2").await.unwrap(), None);
 }

@@ -364,7 +364,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     let mut leader: Vec<(&str, Stmt)> = vec![
         (
             "leader_insert_plan",
-            leader_sql::insert_plan(d, "l", 2, Some(9), 1),
+            leader_sql::insert_plan(d, "l", 2, Some(9), Some("fp"), 1),
         ),
         (
             "leader_insert_child",
