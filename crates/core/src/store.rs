@@ -600,8 +600,10 @@ pub struct LeaderView {
 pub enum StartChild {
     /// This call moved the child to `started` and admitted its run (row, session, claim).
     Started,
-    /// The compare-and-set lost: the child was already started or skipped, or the leader is no longer
-    /// `running`, is cancelled, past its deadline, or owned by someone else. Nothing was written.
+    /// The compare-and-set lost: the child was already started or skipped, the leader is no longer
+    /// `running`, is cancelled, past its deadline, or owned by someone else, or the concurrency bound
+    /// is full (`max_concurrency` children already started with a non-terminal run). Nothing was
+    /// written.
     Lost,
     /// The admission refused (as [`AdmissionStore::create_run`] would); nothing was written.
     Refused(Box<CreateRun>),
@@ -627,7 +629,16 @@ pub trait LeaderDriveStore {
     async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>>;
     /// Starts child `idx` as `run` (its session must be the child's; owner the leader's), one batch:
     /// the compare-and-set `not_started` → `started` naming `run.task_id`, and the admission of `run`
-    /// conditional on that CAS having won. Of concurrent starters exactly one gets `Started`.
+    /// conditional on that CAS having won. Of concurrent starters of one child exactly one gets
+    /// `Started`.
+    ///
+    /// The bound is kept by the database: the CAS also requires that fewer than the plan's
+    /// `max_concurrency` children are `started` with a non-terminal run (`running`, `suspended`,
+    /// `needs_review`), else `Lost`. Concurrent starters of one leader are serialised on its plan
+    /// row, which the batch locks first (see [`leader_sql::start_child`]): D1 / SQLite runs one writer
+    /// at a time; PostgreSQL (READ COMMITTED) counts in the CAS's fresh statement snapshot, taken
+    /// after the lock was granted; MySQL counts with locking reads after the lock. So however many
+    /// drivers start children at once, at most `max_concurrency` runs of the leader are non-terminal.
     async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild>;
     /// Compare-and-set `not_started` → `skipped` with `report`; true when this call skipped it.
     async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool>;

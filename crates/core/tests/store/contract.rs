@@ -342,6 +342,8 @@ every_dialect!(
     a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
     a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
     a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted,
+    a_full_concurrency_bound_loses_the_start_and_a_parked_child_keeps_its_slot,
+    concurrent_starters_of_different_children_never_exceed_the_bound,
     a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip,
     a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
@@ -4100,6 +4102,7 @@ async fn starting_a_child_admits_its_run_in_its_own_session_and_the_children_rea
         SUBTASKS[1],
     ];
     three.children = &more;
+    three.max_concurrency = 5;
     s.create_leader_with_plan(&three).await.unwrap();
     for (i, task) in ["c0", "c1", "c2", "c3"].into_iter().enumerate() {
         assert_eq!(
@@ -4336,6 +4339,152 @@ async fn a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unst
     assert!(s.get_run("c0").await.unwrap().is_none());
     assert_eq!(states(&s, "L").await[0], ChildState::NotStarted);
     assert_eq!(s.leader_children("L").await.unwrap()[0].task_id, None);
+}
+
+/// The children of `id` that hold a concurrency slot: started with a running or parked run.
+async fn live_children<S: LeaderDriveStore>(s: &S, id: &str) -> usize {
+    states(s, id)
+        .await
+        .iter()
+        .filter(|c| matches!(c, ChildState::Running | ChildState::Parked))
+        .count()
+}
+
+async fn a_full_concurrency_bound_loses_the_start_and_a_parked_child_keeps_its_slot<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let mut one = new_leader("L", Some("alice"), None);
+    one.max_concurrency = 1;
+    s.create_leader_with_plan(&one).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "c0", Some("alice"), NOW).await,
+        StartChild::Started
+    );
+    // The bound is full while child 0 runs: child 1 loses and writes nothing, not even its session.
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 1).await,
+        StartChild::Lost
+    );
+    assert!(s.get_run("c1").await.unwrap().is_none());
+    assert!(s.get_session("leader-L-1").await.unwrap().is_none());
+    assert_eq!(states(&s, "L").await[1], ChildState::NotStarted);
+    // Child 0's run ends: its slot is free and child 1 starts.
+    let cancelled = s.cancel("c0", NOW + 2).await.unwrap();
+    assert_eq!(cancelled.run.unwrap().status, "cancelled");
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 3).await,
+        StartChild::Started
+    );
+    // A parked child (waiting for a human) still holds its slot, whichever gate it waits on.
+    for parked in ["suspended", "needs_review"] {
+        fx.raw(&format!(
+            "UPDATE task_run SET status = '{parked}' WHERE task_id = 'c1'"
+        ));
+        assert_eq!(states(&s, "L").await[1], ChildState::Parked);
+        assert_eq!(
+            start(&s, "L", 2, "c2", Some("alice"), NOW + 4).await,
+            StartChild::Lost,
+            "{parked}"
+        );
+    }
+    // Once it ends (here: cancelled while parked), the last child starts.
+    s.cancel("c1", NOW + 5).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 2, "c2", Some("alice"), NOW + 6).await,
+        StartChild::Started
+    );
+    assert_eq!(live_children(&s, "L").await, 1);
+    // A started child whose run row is gone (its session deleted) counts as ended, not as a slot.
+    let mut two = new_leader("M", None, None);
+    two.max_concurrency = 1;
+    s.create_leader_with_plan(&two).await.unwrap();
+    assert_eq!(
+        start(&s, "M", 0, "m0", None, NOW).await,
+        StartChild::Started
+    );
+    s.delete_by_session("leader-M-0").await.unwrap();
+    assert_eq!(
+        start(&s, "M", 1, "m1", None, NOW).await,
+        StartChild::Started
+    );
+}
+
+async fn concurrent_starters_of_different_children_never_exceed_the_bound<F: Fixture + Sync>(
+    fx: &F,
+) {
+    let six = [SUBTASKS[0]; 6];
+    let s = fx.store();
+    for round in 0..4 {
+        let id = format!("L{round}");
+        let mut leader = new_leader(&id, None, None);
+        leader.children = &six;
+        s.create_leader_with_plan(&leader).await.unwrap();
+        // Every not-yet-started child is started by its own thread, all at once.
+        let wave = |wave: usize| -> Vec<(usize, StartChild)> {
+            let pending: Vec<usize> = pollster::block_on(s.leader_children(&id))
+                .unwrap()
+                .iter()
+                .filter(|c| c.state == ChildState::NotStarted)
+                .map(|c| c.index)
+                .collect();
+            let barrier = std::sync::Barrier::new(pending.len());
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = pending
+                    .iter()
+                    .map(|&idx| {
+                        let (barrier, id) = (&barrier, &id);
+                        scope.spawn(move || {
+                            let store = fx.store();
+                            let task = format!("{id}-{wave}-{idx}");
+                            let children = pollster::block_on(store.leader_children(id)).unwrap();
+                            let session = leader::child_session_id(id, idx);
+                            let run = child_run(&task, &session, None, &children[idx], NOW);
+                            barrier.wait();
+                            (
+                                idx,
+                                pollster::block_on(store.start_child(id, idx, &run)).unwrap(),
+                            )
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        };
+        let first = wave(0);
+        let started: Vec<usize> = first
+            .iter()
+            .filter(|(_, o)| *o == StartChild::Started)
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(started.len(), 2, "round {round}: {first:?}");
+        assert!(
+            first
+                .iter()
+                .all(|(_, o)| matches!(o, StartChild::Started | StartChild::Lost)),
+            "round {round}: {first:?}"
+        );
+        assert_eq!(live_children(&s, &id).await, 2, "round {round}");
+        // Every loser wrote nothing.
+        for (idx, outcome) in &first {
+            let run = s.get_run(&format!("{id}-0-{idx}")).await.unwrap();
+            assert_eq!(run.is_some(), *outcome == StartChild::Started, "{idx}");
+        }
+        // One run ends: exactly one slot opens, and of four racing starters exactly one takes it.
+        s.cancel(&format!("{id}-0-{}", started[0]), NOW + 1)
+            .await
+            .unwrap();
+        let second = wave(1);
+        assert_eq!(
+            second
+                .iter()
+                .filter(|(_, o)| *o == StartChild::Started)
+                .count(),
+            1,
+            "round {round}: {second:?}"
+        );
+        assert_eq!(live_children(&s, &id).await, 2, "round {round}");
+    }
 }
 
 async fn a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip<F: Fixture>(
