@@ -15,7 +15,7 @@
 //! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
-//! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
+//! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
 //! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_view`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
@@ -523,6 +523,20 @@ pub trait LeaderRunStore {
     ) -> Result<LeaderAdmission>;
     async fn get_leader_run(&self, id: &str) -> Result<Option<LeaderRunRecord>>;
     async fn get_leader_run_by_idem(&self, idem_key: &str) -> Result<Option<LeaderRunRecord>>;
+    /// A page of leader runs, newest first by `(started_at_ms, leader_run_id)`, strictly after
+    /// `cursor` = that pair of the previous page's last row; `scope` filters by owner as
+    /// [`RunReadStore::list_runs`] does (operators: [`ListScope::All`]), `status` by status word.
+    /// One statement, served by an index in every dialect (no sort outside it).
+    async fn list_leader_runs(
+        &self,
+        scope: &ListScope<'_>,
+        status: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<LeaderRunRecord>>;
+    /// The ids of `running` leader runs greater than `after`, ascending, at most `limit`: one window
+    /// of the cron's driving pass (pass the last id as the next `after`; `""` starts over). Indexed.
+    async fn running_leader_ids(&self, after: &str, limit: i64) -> Result<Vec<String>>;
     /// Terminal write only from `running`; false when it was already terminal (the caller reports it).
     async fn finish_leader_run(
         &self,
@@ -1588,6 +1602,33 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
             .await?
             .map(|r| LeaderRunRecord::from_row(&r).map_err(corrupt))
             .transpose()
+    }
+
+    async fn list_leader_runs(
+        &self,
+        scope: &ListScope<'_>,
+        status: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<LeaderRunRecord>> {
+        let stmt = leader_sql::list(self.d(), scope, status, cursor, limit);
+        self.exec
+            .run(&stmt)
+            .await?
+            .rows
+            .iter()
+            .map(|r| LeaderRunRecord::from_row(r).map_err(corrupt))
+            .collect()
+    }
+
+    async fn running_leader_ids(&self, after: &str, limit: i64) -> Result<Vec<String>> {
+        self.exec
+            .run(&leader_sql::running_ids(self.d(), after, limit))
+            .await?
+            .rows
+            .iter()
+            .map(|r| get_str(r, "leader_run_id").map_err(corrupt))
+            .collect()
     }
 
     async fn finish_leader_run(

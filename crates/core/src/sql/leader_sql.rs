@@ -111,6 +111,57 @@ pub fn finish(
     )
 }
 
+/// A page of leader runs, newest first by `(started_at_ms, leader_run_id)`, strictly after `cursor`
+/// in that order; `scope` filters by owner as [`run_sql::list_runs`] does (an equality or `IS NULL`),
+/// `status` by status word. Fetch `limit + 1` to learn whether another page follows. Served by the
+/// index whose prefix is the filter (`owner`, `owner, status`, `status`, else none) and whose tail is
+/// the sort key: `idx_leader_run_owner_started`, `idx_leader_run_owner_status_started`,
+/// `idx_leader_run_status_started`, `idx_leader_run_started_id`.
+pub fn list(
+    d: Dialect,
+    scope: &run_sql::ListScope<'_>,
+    status: Option<&str>,
+    cursor: Option<(i64, &str)>,
+    limit: i64,
+) -> Stmt {
+    let cols = match d {
+        Dialect::Sqlite => leader_cols!(sqlite),
+        Dialect::Postgres => leader_cols!(postgres),
+        Dialect::Mysql => leader_cols!(mysql),
+    };
+    let mut b = super::Builder::new(d, &format!("SELECT {cols} FROM leader_run WHERE "));
+    scope.push(&mut b);
+    if let Some(status) = status {
+        b.push(" AND status = ").bind(status);
+    }
+    if let Some((at, id)) = cursor {
+        // The first conjunct is implied by the second; it is there because MariaDB turns only it,
+        // not a row comparison, into an index range (so a deep page does not scan the pages before it).
+        b.push(" AND started_at_ms <= ")
+            .bind(at)
+            .push(" AND (started_at_ms, leader_run_id) < (")
+            .bind(at)
+            .push(", ")
+            .bind(id)
+            .push(")");
+    }
+    b.push(" ORDER BY started_at_ms DESC, leader_run_id DESC LIMIT ")
+        .bind(limit);
+    b.build()
+}
+
+/// The ids of `running` leader runs after `after` (exclusive), ascending, at most `limit`: one window
+/// of the cron's driving pass (it passes the last id back as `after`, and `""` to start over). Served
+/// by `idx_leader_run_status_id`.
+pub fn running_ids(d: Dialect, after: &str, limit: i64) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT leader_run_id FROM leader_run WHERE status = 'running' AND leader_run_id > ?1 \
+         ORDER BY leader_run_id LIMIT ?2",
+        vec![after.into(), limit.into()],
+    )
+}
+
 /// Index of the read-back of the reaped ids in [`reap_stale_running`]'s batch.
 pub const REAP_READ: usize = 1;
 

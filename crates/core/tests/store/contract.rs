@@ -346,6 +346,8 @@ every_dialect!(
     concurrent_starters_of_different_children_never_exceed_the_bound,
     a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip,
     a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it,
+    leader_listings_are_scoped_by_owner_filtered_by_status_and_page_newest_first_with_ties_broken_by_id,
+    running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settled_leaders,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
@@ -4568,4 +4570,184 @@ async fn a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwri
     let view = s.leader_view("L1").await.unwrap().unwrap();
     assert_eq!(view.fingerprint.as_deref(), Some(first_fp.as_str()));
     assert_eq!(s.leader_view("L2").await.unwrap(), None);
+}
+
+/// Every leader run `scope` and `status` list, walking pages of `size`; the ids in order.
+async fn walk_leader_runs<S: LeaderRunStore>(
+    s: &S,
+    scope: &ListScope<'_>,
+    status: Option<&str>,
+    size: i64,
+) -> Vec<String> {
+    let mut seen = vec![];
+    let mut cursor: Option<(i64, String)> = None;
+    loop {
+        let page = s
+            .list_leader_runs(
+                scope,
+                status,
+                cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
+                size,
+            )
+            .await
+            .unwrap();
+        assert!(page.len() as i64 <= size);
+        if page.is_empty() {
+            return seen;
+        }
+        cursor = page.last().map(|r| (r.started_at_ms, r.id.clone()));
+        seen.extend(page.into_iter().map(|r| r.id));
+    }
+}
+
+async fn leader_listings_are_scoped_by_owner_filtered_by_status_and_page_newest_first_with_ties_broken_by_id<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // Alice's five, two started in the same millisecond (admitted in the order opposite to their
+    // ids), bob's one and an anonymous one.
+    let alice = [
+        ("a0", NOW),
+        ("a2", NOW + 1),
+        ("a1", NOW + 1),
+        ("a3", NOW + 2),
+        ("a4", NOW + 3),
+    ];
+    for (id, at) in alice {
+        s.create_leader_run(id, "x", Some("alice"), None, at)
+            .await
+            .unwrap();
+    }
+    s.create_leader_run("b0", "x", Some("bob"), None, NOW + 5)
+        .await
+        .unwrap();
+    s.create_leader_run("n0", "x", None, None, NOW + 4)
+        .await
+        .unwrap();
+    s.create_leader_with_plan(&NewLeader {
+        now: NOW - 1,
+        ..new_leader("ap", Some("alice"), None)
+    })
+    .await
+    .unwrap();
+    for (id, end) in [
+        ("a3", LeaderFinish::Completed),
+        ("a0", LeaderFinish::Failed),
+    ] {
+        assert!(s
+            .finish_leader_run(id, end, None, None, NOW + 9)
+            .await
+            .unwrap());
+    }
+    let owner = |o| ListScope::Owner(Some(o));
+    // Pages of two walk every row exactly once, newest first, ties broken by id.
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), None, 2).await,
+        ["a4", "a3", "a2", "a1", "a0", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, None, 2).await,
+        ["b0", "n0", "a4", "a3", "a2", "a1", "a0", "ap"]
+    );
+    // Status filters, alone and with an owner, paged too.
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), Some("running"), 2).await,
+        ["a4", "a2", "a1", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), Some("completed"), 2).await,
+        ["a3"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, Some("running"), 2).await,
+        ["b0", "n0", "a4", "a2", "a1", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, Some("failed"), 2).await,
+        ["a0"]
+    );
+    // Another owner's and anonymous rows are never in a scoped listing.
+    assert_eq!(walk_leader_runs(&s, &owner("bob"), None, 2).await, ["b0"]);
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::Owner(None), None, 2).await,
+        ["n0"]
+    );
+    assert!(walk_leader_runs(&s, &owner("carol"), None, 2)
+        .await
+        .is_empty());
+    // A page is the record as read by id, and a cursor is strictly exclusive.
+    let page = s
+        .list_leader_runs(&owner("alice"), None, Some((NOW + 1, "a2")), 10)
+        .await
+        .unwrap();
+    assert_eq!(page[0], s.get_leader_run("a1").await.unwrap().unwrap());
+    assert_eq!(
+        page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["a1", "a0", "ap"]
+    );
+}
+
+async fn running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settled_leaders<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    for (i, id) in ["r05", "r01", "r07", "r03", "r02", "r06", "r04"]
+        .into_iter()
+        .enumerate()
+    {
+        s.create_leader_run(id, "x", Some("alice"), None, NOW + i as i64)
+            .await
+            .unwrap();
+    }
+    s.create_leader_with_plan(&new_leader("r08", None, None))
+        .await
+        .unwrap();
+    for (id, end) in [
+        ("r03", LeaderFinish::Completed),
+        ("r05", LeaderFinish::Failed),
+        ("r06", LeaderFinish::NeedsHuman),
+    ] {
+        s.finish_leader_run(id, end, None, None, NOW + 9)
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.running_leader_ids("", 2).await.unwrap(), ["r01", "r02"]);
+    assert_eq!(
+        s.running_leader_ids("r02", 2).await.unwrap(),
+        ["r04", "r07"]
+    );
+    assert_eq!(s.running_leader_ids("r07", 2).await.unwrap(), ["r08"]);
+    assert!(s.running_leader_ids("r08", 2).await.unwrap().is_empty());
+    // `after` is exclusive whether or not it names a running leader.
+    assert_eq!(
+        s.running_leader_ids("r01", 10).await.unwrap(),
+        ["r02", "r04", "r07", "r08"]
+    );
+    assert_eq!(
+        s.running_leader_ids("r03", 10).await.unwrap(),
+        ["r04", "r07", "r08"]
+    );
+    // Walking windows from the start visits every running leader once.
+    let mut walked = vec![];
+    let mut after = String::new();
+    loop {
+        let window = s.running_leader_ids(&after, 3).await.unwrap();
+        match window.last() {
+            Some(last) => after = last.clone(),
+            None => break,
+        }
+        walked.extend(window);
+    }
+    assert_eq!(walked, ["r01", "r02", "r04", "r07", "r08"]);
+    // A reaped leader is settled too.
+    s.backdate_leader_run_for_test("r02", 0).await.unwrap();
+    s.reap_stale_leader_runs("tick", 1_000, NOW).await.unwrap();
+    assert_eq!(
+        s.running_leader_ids("", 10).await.unwrap(),
+        ["r01", "r04", "r07", "r08"]
+    );
 }
