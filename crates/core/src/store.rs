@@ -656,6 +656,9 @@ pub trait LeaderDriveStore {
     async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild>;
     /// Compare-and-set `not_started` → `skipped` with `report`; true when this call skipped it.
     async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool>;
+    /// Every `not_started` child → `skipped` with `report`, one conditional statement (a child a
+    /// concurrent driver started first stays started); how many this call skipped.
+    async fn skip_unstarted(&self, id: &str, report: ReportStatus) -> Result<u64>;
     /// Sets the plan's cancel flag (after which no child starts); true when this call set it.
     async fn request_leader_cancel(&self, id: &str) -> Result<bool>;
 }
@@ -1567,6 +1570,11 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
     async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool> {
         let stmt = leader_sql::skip_child(self.d(), id, idx as i64, report.as_str());
         Ok(self.exec.run(&stmt).await?.changes == 1)
+    }
+
+    async fn skip_unstarted(&self, id: &str, report: ReportStatus) -> Result<u64> {
+        let stmt = leader_sql::skip_unstarted(self.d(), id, report.as_str());
+        Ok(self.exec.run(&stmt).await?.changes)
     }
 
     async fn request_leader_cancel(&self, id: &str) -> Result<bool> {

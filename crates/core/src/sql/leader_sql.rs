@@ -417,6 +417,17 @@ pub fn skip_child(d: Dialect, id: &str, idx: i64, report: &str) -> Stmt {
     )
 }
 
+/// Compare-and-set of every `not_started` child of the leader → `skipped` with what they report
+/// (the leader stopped); the rows changed are the children this call skipped.
+pub fn skip_unstarted(d: Dialect, id: &str, report: &str) -> Stmt {
+    Stmt::portable(
+        d,
+        "UPDATE leader_child SET state = 'skipped', skip_report = ?2 \
+         WHERE leader_run_id = ?1 AND state = 'not_started'",
+        vec![id.into(), report.into()],
+    )
+}
+
 /// Sets the plan's cancel flag; 1 row = this call set it (0: already set, or no plan).
 pub fn request_cancel(d: Dialect, id: &str) -> Stmt {
     Stmt::portable(

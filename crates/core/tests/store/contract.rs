@@ -341,6 +341,7 @@ every_dialect!(
     two_concurrent_starts_of_one_child_admit_exactly_one_run,
     a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
     a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
+    a_stopped_leader_skips_every_unstarted_child_in_one_statement_and_never_a_started_one,
     a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted,
     a_full_concurrency_bound_loses_the_start_and_a_parked_child_keeps_its_slot,
     concurrent_starters_of_different_children_never_exceed_the_bound,
@@ -4261,6 +4262,49 @@ async fn a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_sessi
     );
     assert!(s.get_session("elsewhere").await.unwrap().is_none());
     assert_eq!(states(&s, "L").await[2], ChildState::NotStarted);
+}
+
+async fn a_stopped_leader_skips_every_unstarted_child_in_one_statement_and_never_a_started_one<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    s.create_leader_with_plan(&new_leader("K", None, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "K", 1, "k1", None, NOW).await,
+        StartChild::Started
+    );
+    let unstarted = SUBTASKS.len() as u64 - 1;
+    assert_eq!(
+        s.skip_unstarted("K", ReportStatus::Timeout).await.unwrap(),
+        unstarted
+    );
+    assert_eq!(
+        s.skip_unstarted("K", ReportStatus::Failed).await.unwrap(),
+        0
+    );
+    let got = states(&s, "K").await;
+    assert_eq!(got[1], ChildState::Running);
+    for (i, c) in got.iter().enumerate().filter(|(i, _)| *i != 1) {
+        assert_eq!(
+            *c,
+            ChildState::Skipped {
+                report: ReportStatus::Timeout
+            },
+            "child {i}"
+        );
+    }
+    // Another leader's children are untouched.
+    s.create_leader_with_plan(&new_leader("K2", None, None))
+        .await
+        .unwrap();
+    assert!(states(&s, "K2")
+        .await
+        .iter()
+        .all(|c| *c == ChildState::NotStarted));
 }
 
 async fn a_cancelled_expired_finished_or_foreign_leader_starts_no_child<F: Fixture>(fx: &F) {

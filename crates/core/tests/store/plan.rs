@@ -378,6 +378,10 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             "leader_skip_child",
             leader_sql::skip_child(d, "l", 0, "timeout"),
         ),
+        (
+            "leader_skip_unstarted",
+            leader_sql::skip_unstarted(d, "l", "timeout"),
+        ),
         ("leader_request_cancel", leader_sql::request_cancel(d, "l")),
     ];
     leader.extend(
