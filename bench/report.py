@@ -90,7 +90,7 @@ def leader_section(by):
         "**D1 round trips per child** sums the `x-sema-d1` header over the admission, every lease (empty polls included, and "
         "also shown apart) and every finish, divided by N; the bench's own GETs are not counted. "
         "**Drive per finish** = a child's finish minus a plain finish (a run outside any leader, measured in the same process). "
-        "**Non-terminal children**: the most `running` or `parked` in a GET sampled every 15 ms, and the exact figure from the "
+        "**Non-terminal children**: the most `running` or `parked` in a GET sampled 15 ms after the previous one answered (sparse when the machine is busy), and the exact figure from the "
         "child runs' own `createdAt`/`updatedAt` read back after the round. Leftover unheld runs of earlier scenarios are "
         "leased and finished before each round (not counted).",
         "",

@@ -13,7 +13,7 @@
 //!   a child's finish = its mean round trips minus those of a plain finish (a run outside any leader,
 //!   leased and finished the same way, measured first in the same process).
 //! - `max_nonterminal_children_observed`: the most children `running` or `parked` in any GET a sampler
-//!   thread makes every 15 ms (plus the admission answer). After the round, the exact figure from the
+//!   thread makes 15 ms after its previous one answered (plus the admission answer). After the round, the exact figure from the
 //!   server's own clock: each child run's `createdAt` (started) and `updatedAt` (finished, as the run
 //!   is terminal) read back with `GET /v1/runs/{id}`, the most intervals open at once
 //!   (`max_nonterminal_children_by_run_times`; at an equal millisecond an end counts before a start).
