@@ -72,6 +72,68 @@ def findings(by, ceil):
     return "\n".join(lines)
 
 
+def leader_section(by):
+    """Leader runs: one leader of N subtasks per round, driven to its end by the bench's runners."""
+    rows = by.get("leader", [])
+    summ = [r for r in rows if r.get("what") == "summary"]
+    rounds = [r for r in rows if r.get("what") == "round"]
+    if not summ:
+        return ["## 8. Leader runs", "", "No `leader` lines in this run.", ""]
+    out = [
+        "## 8. Leader runs",
+        "",
+        "Per round, one `POST /v1/leader/runs` of N subtasks (`say ok`) with `maxConcurrency` C; the bench's runner threads "
+        "lease each child through the ordinary runner protocol (`waitMs` long-poll) and finish it `completed` at once. "
+        "A child's finish drives the leader before it answers, so it also starts the next child. "
+        "**admission → settle** runs from just before the POST to the return of the finish that made the runners count every "
+        "child finished; a GET right after confirms the leader settled (if it did not, the first GET showing a terminal status). "
+        "**D1 round trips per child** sums the `x-sema-d1` header over the admission, every lease (empty polls included, and "
+        "also shown apart) and every finish, divided by N; the bench's own GETs are not counted. "
+        "**Drive per finish** = a child's finish minus a plain finish (a run outside any leader, measured in the same process). "
+        "**Non-terminal children**: the most `running` or `parked` in a GET sampled 15 ms after the previous one answered (sparse when the machine is busy), and the exact figure from the "
+        "child runs' own `createdAt`/`updatedAt` read back after the round. Leftover unheld runs of earlier scenarios are "
+        "leased and finished before each round (not counted).",
+        "",
+        table(
+            ["target", "N", "C", "runners", "rounds settled", "admission → settle p50 ms", "min ms", "max ms", "children/s p50",
+             "admission POST p50 ms", "child finish p50 ms", "plain finish p50 ms", "errors"],
+            [[r.get("target"), r["subtasks"], r["max_concurrency"], r["runners"], f"{r['rounds_settled']}/{r['rounds']}",
+              r["admission_to_settle_ms_p50"], r["admission_to_settle_ms_min"], r["admission_to_settle_ms_max"],
+              r["children_per_s_p50"], r["admission_ms_p50"], r["child_finish_p50_ms_p50"], r["plain_finish_p50_ms"], r["errors"]]
+             for r in summ],
+        ),
+        "",
+        table(
+            ["target", "D1 round trips per child", "excluding empty polls", "D1 statements per child", "admission POST round trips",
+             "empty leases (round trips)", "child finish round trips (mean)", "plain finish", "drive per finish",
+             "max non-terminal: sampled", "by run times", "≤ C"],
+            [[r.get("target"), r["d1_round_trips_per_child_p50"], r["d1_round_trips_per_child_excluding_empty_polls_p50"],
+              r["d1_statements_per_child_p50"], r["admission_d1_round_trips_p50"],
+              f"{fmt(r['empty_leases_p50'])} ({fmt(r['empty_lease_d1_round_trips_p50'])})",
+              r["child_finish_d1_round_trips_mean_p50"], r["plain_finish_d1_round_trips"], r["drive_d1_round_trips_per_finish_p50"],
+              r["max_nonterminal_children_observed"], r["max_nonterminal_children_by_run_times"],
+              "yes" if r["bound_respected"] else "**NO**"]
+             for r in summ],
+        ),
+        "",
+        "Per round (p50 above is over these):",
+        "",
+        table(
+            ["target", "round", "admission → settle ms", "first sampled settled ms", "leader status", "children completed",
+             "D1 round trips per child", "empty leases", "child finish round trips (max)", "max non-terminal: sampled / by run times",
+             "GET samples", "errors"],
+            [[r.get("target"), r["round"], r.get("admission_to_settle_ms"), r.get("first_sampled_settled_ms"), r.get("leader_status"),
+              r.get("children_completed"), r.get("d1_round_trips_per_child"), r.get("empty_leases"),
+              r.get("child_finish_d1_round_trips_max"),
+              f"{fmt(r.get('max_nonterminal_children_observed'))} / {fmt(r.get('max_nonterminal_children_by_run_times'))}",
+              r.get("nonterminal_samples"), r.get("errors")]
+             for r in rounds],
+        ),
+        "",
+    ]
+    return out
+
+
 def chart(by, path):
     """Grouped bars: admissions/s by concurrency for each target, with each target's ceiling noted."""
     targets = [("workerd-direct", "#1f77b4"), ("wrangler-dev", "#ff7f0e"), ("peer", "#2ca02c")]
@@ -232,6 +294,7 @@ def main():
             [[size.get("wasm_raw_bytes"), size.get("wasm_gzip_bytes"), size.get("wrangler_dev_start_to_first_200_ms")]],
         ),
         "",
+        *leader_section(by),
     ]
     open(md_path, "w").write("\n".join(md))
     chart(by, svg_path)

@@ -37,3 +37,13 @@ pub fn approval_timeout_sec(env: &Env) -> u64 {
         .filter(|s| *s > 0)
         .map_or(0, |s| s as u64)
 }
+
+/// `LEADER_ENABLED` (default on): `"false"`, `"0"` or `"off"` turns the leader-run routes off.
+pub fn leader_enabled(env: &Env) -> bool {
+    env.var("LEADER_ENABLED").map_or(true, |v| {
+        !matches!(
+            v.to_string().trim().to_ascii_lowercase().as_str(),
+            "false" | "0" | "off"
+        )
+    })
+}

@@ -1,7 +1,8 @@
 //! The scheduled handler (every minute, `[triggers] crons` in wrangler.toml): one reaper tick over
 //! the store, planned by `sema_core::reaper`. Passes, each paged, index-backed and bounded:
 //! unacknowledged leases back to the queue; silent running runs failed as `run.stalled` (their claims
-//! released in the same batches); parked runs whose checkpoint expired; stale leader runs; one window
+//! released in the same batches); parked runs whose checkpoint expired; stale leader runs; a window of
+//! running leader runs driven (`leader_driver.rs`: their deadlines, lost child events); one window
 //! of the debris sweep over the claims (continuing where the last tick stopped). Every session whose claim a
 //! pass released is told through the typed protocol (`RunEnded`), so its object forgets the claim and
 //! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
@@ -10,7 +11,7 @@
 //! Overlapping or repeated ticks are safe: each leg re-checks its predicate on the row it writes and
 //! reports only the rows its own page stamped; a `RunEnded` notice is idempotent.
 
-use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
+use crate::{config, cx::Cx, failure::Failure, leader_driver, platform, session_do::client};
 use sema_core::{
     ids::TaskId,
     reaper::{self, Cutoffs, TickSummary},
@@ -99,9 +100,39 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.leaders_failed = failed.len();
     s.pages += 1;
 
-    // 5. One window of the debris sweep: claims whose run ended or vanished without releasing them
-    //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
+    // 5. Drive a window of running leader runs (ids after the last tick's window, wrapping around):
+    //    the backstop for a lost child event, and the clock of leader deadlines.
     let last = store.recent_ticks(1).await?;
+    s.leaders_from = reaper::leaders_start(last.first().map(|t| t.report_json.as_str()));
+    let ids = store
+        .running_leader_ids(&s.leaders_from, reaper::LEADER_DRIVE_PAGE)
+        .await?;
+    s.pages += 1;
+    s.leaders_next = match ids.last() {
+        Some(id) if ids.len() as i64 >= reaper::LEADER_DRIVE_PAGE => id.clone(),
+        _ => String::new(),
+    };
+    for id in &ids {
+        if elapsed() > reaper::BUDGET_MS {
+            s.truncated = true;
+            s.leaders_next = id.clone();
+            break;
+        }
+        match leader_driver::drive(cx, id).await {
+            Ok(d) => {
+                s.leaders_driven += 1;
+                s.leaders_settled += usize::from(d.settled.is_some());
+                s.leader_settles_lost += usize::from(d.settle_lost);
+            }
+            Err(f) => {
+                s.leader_drive_failures += 1;
+                worker::console_error!("reaper: driving leader {id} failed: {f:?}");
+            }
+        }
+    }
+
+    // 6. One window of the debris sweep: claims whose run ended or vanished without releasing them
+    //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
     s.sweep_from = reaper::sweep_start(last.first().map(|t| t.report_json.as_str()));
     let id = reaper::page_id(&tick_id, "sweep", 1);
     let window = SweepWindow {
@@ -113,7 +144,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
 
-    // 6. Tell each session object whose claim was released.
+    // 7. Tell each session object whose claim was released.
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),

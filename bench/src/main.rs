@@ -8,6 +8,8 @@
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
 //! sema-bench --url URL session-object [--rounds N]  admission into a warm vs a new session object
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
+//! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
+//!                                                    leader runs: admission to settle, D1 per child
 //! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
@@ -15,6 +17,8 @@
 //! a scenario's flags and defaults.
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
+
+mod leader;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
@@ -785,6 +789,28 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         stale: usize,
     },
+    /// Leader runs: per round one leader of N subtasks driven to its end by the bench's runners;
+    /// admission to settle, D1 round trips per child, the most children non-terminal at once.
+    Leader {
+        /// Subtasks (child runs) of each round's leader run.
+        #[arg(long, default_value_t = 100)]
+        subtasks: usize,
+        /// The leader's `maxConcurrency`.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Runner threads leasing and finishing children.
+        #[arg(long, default_value_t = 8)]
+        runners: usize,
+        /// Leader runs, one after another.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// The runners' lease long-poll (`waitMs`).
+        #[arg(long, default_value_t = 1000)]
+        lease_wait_ms: u64,
+        /// The most one round may take; past it the round is an error and its leader is cancelled.
+        #[arg(long, default_value_t = 300)]
+        round_deadline_s: u64,
+    },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
         /// Submits at each concurrency level.
@@ -834,6 +860,22 @@ fn main() {
         Scenario::Cost => cost(&ctx),
         Scenario::Reaper { runs, stale } => reaper(&ctx, runs, stale),
         Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
+        Scenario::Leader {
+            subtasks,
+            concurrency,
+            runners,
+            rounds,
+            lease_wait_ms,
+            round_deadline_s,
+        } => leader::leader(
+            &ctx.url,
+            subtasks,
+            concurrency,
+            runners,
+            rounds,
+            lease_wait_ms,
+            Duration::from_secs(round_deadline_s),
+        ),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {
             sessions,
@@ -892,6 +934,22 @@ mod tests {
                 batches: 20,
                 batch_size: 100,
                 runs: 2
+            }
+        ));
+    }
+
+    #[test]
+    fn the_leader_scenario_takes_its_documented_defaults() {
+        let cli = Cli::try_parse_from(["sema-bench", "--url", "http://x", "leader"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::Leader {
+                subtasks: 100,
+                concurrency: 8,
+                runners: 8,
+                rounds: 3,
+                lease_wait_ms: 1000,
+                round_deadline_s: 300
             }
         ));
     }

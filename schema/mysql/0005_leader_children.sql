@@ -7,6 +7,7 @@ CREATE TABLE IF NOT EXISTS leader_plan (
   deadline_at      BIGINT NULL,
   cancel_requested TINYINT NOT NULL DEFAULT 0,
   created_at       BIGINT NOT NULL,
+  fingerprint      CHAR(64) NULL,
   PRIMARY KEY (leader_run_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
@@ -22,3 +23,38 @@ CREATE TABLE IF NOT EXISTS leader_child (
   PRIMARY KEY (leader_run_id, idx),
   UNIQUE KEY uq_leader_child_task (task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- leader_run's listing and driving-pass indexes. leader_run is 0002's table, so they cannot be keys of a
+-- CREATE TABLE here, and MySQL has no `CREATE INDEX IF NOT EXISTS` (MariaDB has): each index is created
+-- by a prepared statement only when the catalogue does not list it yet, so this file stays safe to apply
+-- twice on both servers.
+SET @ddl = IF(EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE()
+  AND table_name = 'leader_run' AND index_name = 'idx_leader_run_owner_started'), 'DO 0',
+  'CREATE INDEX idx_leader_run_owner_started ON leader_run (owner, started_at_ms, leader_run_id)');
+PREPARE ddl FROM @ddl;
+EXECUTE ddl;
+DEALLOCATE PREPARE ddl;
+SET @ddl = IF(EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE()
+  AND table_name = 'leader_run' AND index_name = 'idx_leader_run_owner_status_started'), 'DO 0',
+  'CREATE INDEX idx_leader_run_owner_status_started ON leader_run (owner, status, started_at_ms, leader_run_id)');
+PREPARE ddl FROM @ddl;
+EXECUTE ddl;
+DEALLOCATE PREPARE ddl;
+SET @ddl = IF(EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE()
+  AND table_name = 'leader_run' AND index_name = 'idx_leader_run_status_started'), 'DO 0',
+  'CREATE INDEX idx_leader_run_status_started ON leader_run (status, started_at_ms, leader_run_id)');
+PREPARE ddl FROM @ddl;
+EXECUTE ddl;
+DEALLOCATE PREPARE ddl;
+SET @ddl = IF(EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE()
+  AND table_name = 'leader_run' AND index_name = 'idx_leader_run_started_id'), 'DO 0',
+  'CREATE INDEX idx_leader_run_started_id ON leader_run (started_at_ms, leader_run_id)');
+PREPARE ddl FROM @ddl;
+EXECUTE ddl;
+DEALLOCATE PREPARE ddl;
+SET @ddl = IF(EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE()
+  AND table_name = 'leader_run' AND index_name = 'idx_leader_run_status_id'), 'DO 0',
+  'CREATE INDEX idx_leader_run_status_id ON leader_run (status, leader_run_id)');
+PREPARE ddl FROM @ddl;
+EXECUTE ddl;
+DEALLOCATE PREPARE ddl;

@@ -7,6 +7,7 @@ CREATE TABLE IF NOT EXISTS leader_plan (
   deadline_at      BIGINT NULL,
   cancel_requested SMALLINT NOT NULL DEFAULT 0,
   created_at       BIGINT NOT NULL,
+  fingerprint      CHAR(64) COLLATE "C" NULL,
   PRIMARY KEY (leader_run_id)
 );
 
@@ -22,3 +23,9 @@ CREATE TABLE IF NOT EXISTS leader_child (
   PRIMARY KEY (leader_run_id, idx)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uq_leader_child_task ON leader_child (task_id);
+
+CREATE INDEX IF NOT EXISTS idx_leader_run_owner_started ON leader_run (owner, started_at_ms, leader_run_id);
+CREATE INDEX IF NOT EXISTS idx_leader_run_owner_status_started ON leader_run (owner, status, started_at_ms, leader_run_id);
+CREATE INDEX IF NOT EXISTS idx_leader_run_status_started ON leader_run (status, started_at_ms, leader_run_id);
+CREATE INDEX IF NOT EXISTS idx_leader_run_started_id ON leader_run (started_at_ms, leader_run_id);
+CREATE INDEX IF NOT EXISTS idx_leader_run_status_id ON leader_run (status, leader_run_id);

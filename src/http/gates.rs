@@ -6,7 +6,7 @@ use super::{
     body::json_body,
     error::json,
     runner::session_of,
-    runs::{admit_input, ask, visible_run},
+    runs::{admit_input, ask_then_drive, visible_run},
 };
 use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
@@ -42,7 +42,7 @@ pub async fn park(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Respon
             approval_timeout_sec: config::approval_timeout_sec(&cx.env),
         },
     };
-    ask(cx, &session, &call).await
+    ask_then_drive(cx, &session, &call).await
 }
 
 /// The session a decide path addresses and whether the caller may decide there: only the owner of
@@ -99,7 +99,7 @@ pub async fn decide(
         },
         wake: None,
     };
-    ask(cx, &session_id, &call).await
+    ask_then_drive(cx, &session_id, &call).await
 }
 
 /// `POST /v1/sessions/{id}/wake` `{objective, meta?}`: resolves the session's `task_done` gate (its
@@ -141,7 +141,7 @@ pub async fn wake(
         },
         wake: Some(input),
     };
-    ask(cx, &scope, &call).await
+    ask_then_drive(cx, &scope, &call).await
 }
 
 fn resolution_id() -> Result<String, Failure> {

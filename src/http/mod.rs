@@ -5,6 +5,7 @@ mod admin;
 mod body;
 pub mod error;
 mod gates;
+mod leaders;
 mod reply;
 mod runner;
 mod runs;
@@ -64,6 +65,10 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         }
         Route::ResumeTask(id) => gates::decide(req, cx, p, DecidePath::Resume, id.as_str()).await,
         Route::Wake(id) => gates::wake(req, cx, p, &id).await,
+        Route::SubmitLeader => leaders::submit(req, cx, p).await,
+        Route::ListLeaders => leaders::list(req, cx, p).await,
+        Route::GetLeader(id) => leaders::get(cx, p, &id).await,
+        Route::CancelLeader(id) => leaders::cancel(cx, p, &id).await,
     }
 }
 

@@ -66,7 +66,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             })
             .to_string(),
         ),
-        SessionReply::Noted { .. } => {
+        SessionReply::Noted { .. } | SessionReply::ChildStart { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }
     };

@@ -169,5 +169,5 @@ pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
             done_json: f.done_json(),
         },
     };
-    reply::render(cx, client::call(cx, &session, &call).await?)
+    super::runs::ask_then_drive(cx, &session, &call).await
 }

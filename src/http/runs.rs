@@ -182,7 +182,7 @@ pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<
         task_id: task_id.as_str().to_owned(),
         session_id: session_id.clone(),
     };
-    ask(cx, &session_id, &call).await
+    ask_then_drive(cx, &session_id, &call).await
 }
 
 /// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
@@ -341,6 +341,20 @@ async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, 
         TaskMode::Wait(wait_ms) => SessionCall::AdmitWait { input, wait_ms },
     };
     ask(cx, &session, &call).await
+}
+
+/// [`ask`], then — when the call succeeded and the session is a leader's child — drive that leader:
+/// the call may have ended, parked or resumed the child (`leader_driver.rs`).
+pub(super) async fn ask_then_drive(
+    cx: &Cx,
+    session_id: &str,
+    call: &SessionCall,
+) -> Result<Response, Failure> {
+    let resp = ask(cx, session_id, call).await?;
+    if (200..300).contains(&resp.status_code()) {
+        crate::leader_driver::after_child_change(cx, session_id).await;
+    }
+    Ok(resp)
 }
 
 /// Sends `call` to the session's object and renders its answer.

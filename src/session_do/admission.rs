@@ -203,14 +203,7 @@ impl SessionDo {
         };
         match outcome {
             CreateRun::Created => {
-                let staleness = self.staleness;
-                let recheck = now + staleness.held_ms.min(staleness.queued_ms);
-                state.owner = Some(SessionOwner {
-                    id: input.owner.clone(),
-                });
-                state.claim = Some(admission::claim_of(input, &body, recheck));
-                self.save(state).await?;
-                self.arm_alarm().await?;
+                self.remember_admitted(state, input, &body, now).await?;
                 Ok(Admission {
                     status: 202,
                     body,
@@ -253,6 +246,27 @@ impl SessionDo {
                 Ok(bound.answer(fingerprint)?.into())
             }
         }
+    }
+}
+
+impl SessionDo {
+    /// After D1 admitted `input` at `now`: remember its claim (first look at one queued/held cutoff)
+    /// and arm the alarm that watches it.
+    pub(super) async fn remember_admitted(
+        &self,
+        mut state: SessionState,
+        input: &AdmitInput,
+        body: &str,
+        now: i64,
+    ) -> Result<(), Failure> {
+        let staleness = self.staleness;
+        let recheck = now + staleness.held_ms.min(staleness.queued_ms);
+        state.owner = Some(SessionOwner {
+            id: input.owner.clone(),
+        });
+        state.claim = Some(admission::claim_of(input, body, recheck));
+        self.save(state).await?;
+        self.arm_alarm().await
     }
 }
 

@@ -73,6 +73,8 @@ impl SessionDo {
                     .await?;
                 if failed {
                     self.end_run(&cx, &claim.task_id).await?;
+                    // A leader's child ended here: its leader need not wait for the cron.
+                    crate::leader_driver::after_child_change(&cx, &session_id).await;
                 } else {
                     // Heard from between the read and the write: look again at its new deadline.
                     self.state.storage().set_alarm(1_000_i64).await?;

@@ -14,13 +14,14 @@
 //! Parts: `admission.rs` (admit; judge a held claim, take over a silent holder), `alarm.rs` (the
 //! alarm at the claim's recheck time), `ledger.rs` (append, finish, steer, cancel, runs ended elsewhere),
 //! `streams.rs` (SSE and waits), `fanout.rs` (subscribers and waiters), `state.rs` (the remembered
-//! claim), `client.rs` (the Worker's side of the protocol).
+//! claim), `leader_child.rs` (a leader's child started in its own session), `client.rs` (the Worker's side of the protocol).
 
 mod admission;
 mod alarm;
 pub mod client;
 mod fanout;
 mod gates;
+mod leader_child;
 mod ledger;
 mod state;
 mod streams;
@@ -155,6 +156,11 @@ impl SessionDo {
             },
             SessionCall::Park { task_id, park } => self.park(cx, &task_id, park).await?,
             SessionCall::Decide { decide, wake } => self.decide(cx, decide, wake).await?,
+            SessionCall::StartChild {
+                leader_run_id,
+                index,
+                input,
+            } => self.start_child(cx, &leader_run_id, index, &input).await?,
             SessionCall::Stats => {
                 let (waiters, streams) = self.hub.counts();
                 SessionReply::Stats {

@@ -185,6 +185,21 @@ impl LeaderListQuery {
     }
 }
 
+/// Longest child error a report carries, in bytes (cut at a character boundary), so a settled
+/// leader's `result` stays bounded (at most [`MAX_SUBTASKS`] reports); the child run keeps it whole.
+pub const REPORT_ERROR_MAX: usize = 1024;
+
+fn bounded(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// A child's worker id in reports (`worker-<index>`).
 pub fn worker_id(index: usize) -> String {
     format!("worker-{index}")
@@ -208,7 +223,7 @@ pub fn worker_reports(children: &[LeaderChild], reports: &[Report]) -> Value {
                 }
                 o.insert("status".into(), json!(r.status.as_str()));
                 if let Some(e) = &r.error {
-                    o.insert("error".into(), json!(e));
+                    o.insert("error".into(), json!(bounded(e, REPORT_ERROR_MAX)));
                 }
                 Value::Object(o)
             })
@@ -371,6 +386,22 @@ mod tests {
         ] {
             assert_eq!(body(v).unwrap_err().status(), 400);
         }
+    }
+
+    #[test]
+    fn a_report_cuts_a_long_child_error_at_a_character_boundary() {
+        let long = "é".repeat(REPORT_ERROR_MAX);
+        let r = worker_reports(
+            &[],
+            &[Report {
+                index: 0,
+                status: ReportStatus::Failed,
+                error: Some(long),
+            }],
+        );
+        let e = r[0]["error"].as_str().unwrap();
+        assert!(e.len() <= REPORT_ERROR_MAX && e.len() >= REPORT_ERROR_MAX - 1);
+        assert!(e.chars().all(|c| c == 'é'));
     }
 
     #[test]

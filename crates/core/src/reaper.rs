@@ -98,6 +98,33 @@ pub struct TickSummary {
     pub sweep_from: String,
     #[serde(default)]
     pub sweep_next: String,
+    /// The leader driving pass: running leaders after `leaders_from` (id order) were driven; the
+    /// next tick starts after `leaders_next` (empty: start over).
+    #[serde(default)]
+    pub leaders_from: String,
+    #[serde(default)]
+    pub leaders_next: String,
+    /// Leaders the pass drove, and of those how many it settled; settles that found the leader
+    /// already terminal (reported, never swallowed); drives that failed.
+    #[serde(default)]
+    pub leaders_driven: usize,
+    #[serde(default)]
+    pub leaders_settled: usize,
+    #[serde(default)]
+    pub leader_settles_lost: usize,
+    #[serde(default)]
+    pub leader_drive_failures: usize,
+}
+
+/// Running leader runs the cron drives per tick (a backstop: a child's end drives its leader at once).
+pub const LEADER_DRIVE_PAGE: i64 = 25;
+
+/// Where this tick's leader driving pass starts: after the last tick's window, or from the start.
+pub fn leaders_start(last_tick_summary: Option<&str>) -> String {
+    last_tick_summary
+        .and_then(|json| serde_json::from_str::<TickSummary>(json).ok())
+        .map(|t| t.leaders_next)
+        .unwrap_or_default()
 }
 
 /// Where this tick's debris sweep starts: after the last tick's window, or from the start.

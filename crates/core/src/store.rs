@@ -15,8 +15,8 @@
 //! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
-//! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
-//! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
+//! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
+//! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_view`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
 //! are typed ([`TerminalStatus`], [`ParkStatus`], [`LeaderFinish`]), so a caller's mistake cannot
@@ -523,6 +523,20 @@ pub trait LeaderRunStore {
     ) -> Result<LeaderAdmission>;
     async fn get_leader_run(&self, id: &str) -> Result<Option<LeaderRunRecord>>;
     async fn get_leader_run_by_idem(&self, idem_key: &str) -> Result<Option<LeaderRunRecord>>;
+    /// A page of leader runs, newest first by `(started_at_ms, leader_run_id)`, strictly after
+    /// `cursor` = that pair of the previous page's last row; `scope` filters by owner as
+    /// [`RunReadStore::list_runs`] does (operators: [`ListScope::All`]), `status` by status word.
+    /// One statement, served by an index in every dialect (no sort outside it).
+    async fn list_leader_runs(
+        &self,
+        scope: &ListScope<'_>,
+        status: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<LeaderRunRecord>>;
+    /// The ids of `running` leader runs greater than `after`, ascending, at most `limit`: one window
+    /// of the cron's driving pass (pass the last id as the next `after`; `""` starts over). Indexed.
+    async fn running_leader_ids(&self, after: &str, limit: i64) -> Result<Vec<String>>;
     /// Terminal write only from `running`; false when it was already terminal (the caller reports it).
     async fn finish_leader_run(
         &self,
@@ -556,6 +570,9 @@ pub struct NewLeader<'a> {
     /// At least 1.
     pub max_concurrency: i64,
     pub deadline_at: Option<i64>,
+    /// The request fingerprint of a keyed admission (sha256 hex, 64 characters), stored with the plan
+    /// so a key reused with another body can be answered 422; `None` for an unkeyed admission.
+    pub fingerprint: Option<&'a str>,
     /// The subtasks, in child order.
     pub children: &'a [NewChild<'a>],
 }
@@ -580,13 +597,27 @@ pub struct LeaderChild {
     pub state: ChildState,
 }
 
+/// A leader run with everything its driver and its readers need ([`LeaderDriveStore::leader_view`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaderView {
+    pub record: LeaderRunRecord,
+    /// Its driving settings; `None` when it has no plan (admitted by `create_leader_run`).
+    pub drive: Option<Drive>,
+    /// The plan's request fingerprint; `None` without a plan or for an unkeyed admission.
+    pub fingerprint: Option<String>,
+    /// Every child in index order, as [`LeaderDriveStore::leader_children`] reads them.
+    pub children: Vec<LeaderChild>,
+}
+
 /// The outcome of [`LeaderDriveStore::start_child`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum StartChild {
     /// This call moved the child to `started` and admitted its run (row, session, claim).
     Started,
-    /// The compare-and-set lost: the child was already started or skipped, or the leader is no longer
-    /// `running`, is cancelled, past its deadline, or owned by someone else. Nothing was written.
+    /// The compare-and-set lost: the child was already started or skipped, the leader is no longer
+    /// `running`, is cancelled, past its deadline, or owned by someone else, or the concurrency bound
+    /// is full (`max_concurrency` children already started with a non-terminal run). Nothing was
+    /// written.
     Lost,
     /// The admission refused (as [`AdmissionStore::create_run`] would); nothing was written.
     Refused(Box<CreateRun>),
@@ -602,16 +633,32 @@ pub trait LeaderDriveStore {
     /// duplicate key rolls the whole batch back, so exactly one caller per key writes a plan and one
     /// set of children; the others observe the winner (`created: false`) and write nothing.
     async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission>;
+    /// The leader record, its plan (settings and fingerprint) and its children with their runs'
+    /// states, in one round trip (one batch of reads: one snapshot on D1 and MySQL; on PostgreSQL,
+    /// READ COMMITTED, each read has its own). `None` when no leader row has this id.
+    async fn leader_view(&self, id: &str) -> Result<Option<LeaderView>>;
     /// The leader's driving settings (`None`: no plan, e.g. admitted by `create_leader_run`).
     async fn leader_drive(&self, id: &str) -> Result<Option<Drive>>;
     /// Every child in index order, its state read with its run's status and error in one statement.
     async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>>;
     /// Starts child `idx` as `run` (its session must be the child's; owner the leader's), one batch:
     /// the compare-and-set `not_started` → `started` naming `run.task_id`, and the admission of `run`
-    /// conditional on that CAS having won. Of concurrent starters exactly one gets `Started`.
+    /// conditional on that CAS having won. Of concurrent starters of one child exactly one gets
+    /// `Started`.
+    ///
+    /// The bound is kept by the database: the CAS also requires that fewer than the plan's
+    /// `max_concurrency` children are `started` with a non-terminal run (`running`, `suspended`,
+    /// `needs_review`), else `Lost`. Concurrent starters of one leader are serialised on its plan
+    /// row, which the batch locks first (see [`leader_sql::start_child`]): D1 / SQLite runs one writer
+    /// at a time; PostgreSQL (READ COMMITTED) counts in the CAS's fresh statement snapshot, taken
+    /// after the lock was granted; MySQL counts with locking reads after the lock. So however many
+    /// drivers start children at once, at most `max_concurrency` runs of the leader are non-terminal.
     async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild>;
     /// Compare-and-set `not_started` → `skipped` with `report`; true when this call skipped it.
     async fn skip_child(&self, id: &str, idx: usize, report: ReportStatus) -> Result<bool>;
+    /// Every `not_started` child → `skipped` with `report`, one conditional statement (a child a
+    /// concurrent driver started first stays started); how many this call skipped.
+    async fn skip_unstarted(&self, id: &str, report: ReportStatus) -> Result<u64>;
     /// Sets the plan's cancel flag (after which no child starts); true when this call set it.
     async fn request_leader_cancel(&self, id: &str) -> Result<bool>;
 }
@@ -1404,13 +1451,37 @@ fn leader_child(row: &Row) -> Result<LeaderChild> {
     })
 }
 
+/// The reads of [`LeaderDriveStore::leader_view`]'s batch.
+const VIEW_RECORD: usize = 0;
+const VIEW_PLAN: usize = 1;
+const VIEW_CHILDREN: usize = 2;
+
+/// A plan row: the driving settings and the request fingerprint.
+fn plan_row(row: &Row) -> Result<(Drive, Option<String>)> {
+    let max = get_i64(row, "max_concurrency").map_err(corrupt)?;
+    let drive = Drive {
+        max_concurrency: usize::try_from(max)
+            .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
+        deadline_at: opt_i64(row, "deadline_at")?,
+        cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
+    };
+    Ok((drive, get_opt_str(row, "fingerprint").map_err(corrupt)?))
+}
+
 impl<E: Executor> LeaderDriveStore for SqlStore<E> {
     async fn create_leader_with_plan(&self, new: &NewLeader<'_>) -> Result<LeaderAdmission> {
         let d = self.d();
         let preview = objective_preview(new.objective);
         let mut batch = vec![
             leader_sql::insert(d, new.id, new.idem_key, new.owner, &preview, new.now),
-            leader_sql::insert_plan(d, new.id, new.max_concurrency, new.deadline_at, new.now),
+            leader_sql::insert_plan(
+                d,
+                new.id,
+                new.max_concurrency,
+                new.deadline_at,
+                new.fingerprint,
+                new.now,
+            ),
         ];
         for (i, child) in new.children.iter().enumerate() {
             batch.push(leader_sql::insert_child(
@@ -1427,17 +1498,43 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
         self.leader_admission(new.id, new.idem_key, out).await
     }
 
-    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>> {
-        let Some(row) = self.first(leader_sql::select_plan(self.d(), id)).await? else {
+    async fn leader_view(&self, id: &str) -> Result<Option<LeaderView>> {
+        let d = self.d();
+        let batch = [
+            leader_sql::select_by_id(d, id),
+            leader_sql::select_plan(d, id),
+            leader_sql::select_children(d, id),
+        ];
+        let out = self.exec.batch(&batch).await?;
+        let rows = |i: usize| out.get(i).map(|o| o.rows.as_slice()).unwrap_or_default();
+        let Some(record) = rows(VIEW_RECORD).first() else {
             return Ok(None);
         };
-        let max = get_i64(&row, "max_concurrency").map_err(corrupt)?;
-        Ok(Some(Drive {
-            max_concurrency: usize::try_from(max)
-                .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
-            deadline_at: opt_i64(&row, "deadline_at")?,
-            cancel_requested: get_i64(&row, "cancel_requested").map_err(corrupt)? != 0,
+        let record = LeaderRunRecord::from_row(record).map_err(corrupt)?;
+        let (drive, fingerprint) = match rows(VIEW_PLAN).first() {
+            Some(row) => {
+                let (drive, fingerprint) = plan_row(row)?;
+                (Some(drive), fingerprint)
+            }
+            None => (None, None),
+        };
+        let children = rows(VIEW_CHILDREN)
+            .iter()
+            .map(leader_child)
+            .collect::<Result<_>>()?;
+        Ok(Some(LeaderView {
+            record,
+            drive,
+            fingerprint,
+            children,
         }))
+    }
+
+    async fn leader_drive(&self, id: &str) -> Result<Option<Drive>> {
+        self.first(leader_sql::select_plan(self.d(), id))
+            .await?
+            .map(|row| plan_row(&row).map(|(drive, _)| drive))
+            .transpose()
     }
 
     async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>> {
@@ -1475,6 +1572,11 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
         Ok(self.exec.run(&stmt).await?.changes == 1)
     }
 
+    async fn skip_unstarted(&self, id: &str, report: ReportStatus) -> Result<u64> {
+        let stmt = leader_sql::skip_unstarted(self.d(), id, report.as_str());
+        Ok(self.exec.run(&stmt).await?.changes)
+    }
+
     async fn request_leader_cancel(&self, id: &str) -> Result<bool> {
         let stmt = leader_sql::request_cancel(self.d(), id);
         Ok(self.exec.run(&stmt).await?.changes == 1)
@@ -1508,6 +1610,33 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
             .await?
             .map(|r| LeaderRunRecord::from_row(&r).map_err(corrupt))
             .transpose()
+    }
+
+    async fn list_leader_runs(
+        &self,
+        scope: &ListScope<'_>,
+        status: Option<&str>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<LeaderRunRecord>> {
+        let stmt = leader_sql::list(self.d(), scope, status, cursor, limit);
+        self.exec
+            .run(&stmt)
+            .await?
+            .rows
+            .iter()
+            .map(|r| LeaderRunRecord::from_row(r).map_err(corrupt))
+            .collect()
+    }
+
+    async fn running_leader_ids(&self, after: &str, limit: i64) -> Result<Vec<String>> {
+        self.exec
+            .run(&leader_sql::running_ids(self.d(), after, limit))
+            .await?
+            .rows
+            .iter()
+            .map(|r| get_str(r, "leader_run_id").map_err(corrupt))
+            .collect()
     }
 
     async fn finish_leader_run(

@@ -111,6 +111,57 @@ pub fn finish(
     )
 }
 
+/// A page of leader runs, newest first by `(started_at_ms, leader_run_id)`, strictly after `cursor`
+/// in that order; `scope` filters by owner as [`run_sql::list_runs`] does (an equality or `IS NULL`),
+/// `status` by status word. Fetch `limit + 1` to learn whether another page follows. Served by the
+/// index whose prefix is the filter (`owner`, `owner, status`, `status`, else none) and whose tail is
+/// the sort key: `idx_leader_run_owner_started`, `idx_leader_run_owner_status_started`,
+/// `idx_leader_run_status_started`, `idx_leader_run_started_id`.
+pub fn list(
+    d: Dialect,
+    scope: &run_sql::ListScope<'_>,
+    status: Option<&str>,
+    cursor: Option<(i64, &str)>,
+    limit: i64,
+) -> Stmt {
+    let cols = match d {
+        Dialect::Sqlite => leader_cols!(sqlite),
+        Dialect::Postgres => leader_cols!(postgres),
+        Dialect::Mysql => leader_cols!(mysql),
+    };
+    let mut b = super::Builder::new(d, &format!("SELECT {cols} FROM leader_run WHERE "));
+    scope.push(&mut b);
+    if let Some(status) = status {
+        b.push(" AND status = ").bind(status);
+    }
+    if let Some((at, id)) = cursor {
+        // The first conjunct is implied by the second; it is there because MariaDB turns only it,
+        // not a row comparison, into an index range (so a deep page does not scan the pages before it).
+        b.push(" AND started_at_ms <= ")
+            .bind(at)
+            .push(" AND (started_at_ms, leader_run_id) < (")
+            .bind(at)
+            .push(", ")
+            .bind(id)
+            .push(")");
+    }
+    b.push(" ORDER BY started_at_ms DESC, leader_run_id DESC LIMIT ")
+        .bind(limit);
+    b.build()
+}
+
+/// The ids of `running` leader runs after `after` (exclusive), ascending, at most `limit`: one window
+/// of the cron's driving pass (it passes the last id back as `after`, and `""` to start over). Served
+/// by `idx_leader_run_status_id`.
+pub fn running_ids(d: Dialect, after: &str, limit: i64) -> Stmt {
+    Stmt::portable(
+        d,
+        "SELECT leader_run_id FROM leader_run WHERE status = 'running' AND leader_run_id > ?1 \
+         ORDER BY leader_run_id LIMIT ?2",
+        vec![after.into(), limit.into()],
+    )
+}
+
 /// Index of the read-back of the reaped ids in [`reap_stale_running`]'s batch.
 pub const REAP_READ: usize = 1;
 
@@ -166,30 +217,33 @@ pub fn force_status(d: Dialect, id: &str, status: &str) -> Stmt {
 
 /// The plan row of an admission, written in [`insert`]'s batch. Conditional on the leader row with
 /// this id and start time existing, i.e. on this batch's own insert (the id is freshly minted), so
-/// the statement can never attach a plan to another call's leader.
+/// the statement can never attach a plan to another call's leader. `fingerprint`: the request
+/// fingerprint of a keyed admission (sha256 hex), `None` for an unkeyed one.
 pub fn insert_plan(
     d: Dialect,
     id: &str,
     max_concurrency: i64,
     deadline_at: Option<i64>,
+    fingerprint: Option<&str>,
     now: i64,
 ) -> Stmt {
     Stmt::pick(
         d,
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT ?1, ?2, ?3, 0, ?4 \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT ?1, ?2, ?3, 0, ?4, ?5 \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND started_at_ms = ?4)",
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT $1::varchar, $2::bigint, $3::bigint, 0, $4::bigint \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT $1::varchar, $2::bigint, $3::bigint, 0, $4::bigint, $5::varchar \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = $1::varchar AND started_at_ms = $4::bigint)",
-        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at) \
-         SELECT ?1, ?2, ?3, 0, ?4 FROM DUAL \
+        "INSERT INTO leader_plan (leader_run_id, max_concurrency, deadline_at, cancel_requested, created_at, fingerprint) \
+         SELECT ?1, ?2, ?3, 0, ?4, ?5 FROM DUAL \
          WHERE EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND started_at_ms = ?4)",
         vec![
             id.into(),
             max_concurrency.into(),
             deadline_at.into(),
             now.into(),
+            fingerprint.into(),
         ],
     )
 }
@@ -226,11 +280,13 @@ pub fn insert_child(
     )
 }
 
-/// The plan: `max_concurrency, deadline_at, cancel_requested` (no row: the leader has no plan).
+/// The plan: `max_concurrency, deadline_at, cancel_requested, fingerprint` (no row: the leader has
+/// no plan).
 pub fn select_plan(d: Dialect, id: &str) -> Stmt {
     Stmt::portable(
         d,
-        "SELECT max_concurrency, deadline_at, cancel_requested FROM leader_plan WHERE leader_run_id = ?1",
+        "SELECT max_concurrency, deadline_at, cancel_requested, fingerprint FROM leader_plan \
+         WHERE leader_run_id = ?1",
         vec![id.into()],
     )
 }
@@ -247,48 +303,90 @@ pub fn select_children(d: Dialect, id: &str) -> Stmt {
     )
 }
 
+/// Index of the plan-row lock in [`start_child`]'s batch (its first statement).
+pub const START_LOCK: usize = 0;
 /// Index of the compare-and-set in [`start_child`]'s batch, and where the admission starts.
 pub const START_CAS: usize = 1;
 pub const START_ADMIT: usize = 2;
 
-/// Starting a child, one batch: the compare-and-set `not_started` → `started` that names the new run
-/// (only while the leader is `running` and owned by the run's owner, its plan neither cancelled nor
-/// past its deadline at `run.now`, `run.session_id` is the child's session and that session is absent
-/// or the owner's), then [`run_sql::admit_guarded`] under a guard that holds exactly when that CAS
-/// wrote `run.task_id` (a fresh id). A loser's batch (the child already started or skipped, the leader
-/// stopped) writes nothing at all; two concurrent starters are serialised on the child's row.
+/// Counts the leader's children that hold a concurrency slot: `started` with a run that is not
+/// terminal (`running`, or parked on a gate: it still has to finish). `$leader` is the placeholder
+/// of the leader's id.
+macro_rules! live_children {
+    ($leader:literal) => {
+        concat!(
+            "SELECT COUNT(*) AS n FROM leader_child lc JOIN task_run tr ON tr.task_id = lc.task_id \
+             WHERE lc.leader_run_id = ",
+            $leader,
+            " AND lc.state = 'started' AND tr.status IN ('running','suspended','needs_review')"
+        )
+    };
+}
+
+/// Starting a child, one batch: a lock on the leader's plan row, then the compare-and-set
+/// `not_started` → `started` that names the new run, then [`run_sql::admit_guarded`] under a guard
+/// that holds exactly when that CAS wrote `run.task_id` (a fresh id). The CAS holds only while the
+/// leader is `running` and owned by the run's owner, its plan neither cancelled nor past its deadline
+/// at `run.now`, `run.session_id` is the child's session and that session is absent or the owner's,
+/// and **fewer than `max_concurrency`** of the leader's children are `started` with a non-terminal run
+/// (`running`, `suspended` or `needs_review`; a started child whose run row is gone counts as ended).
+/// A loser's batch (the child already started or skipped, the leader stopped, the bound full) writes
+/// nothing at all.
 ///
-/// The batch first takes the child's row lock with a write that changes nothing, so a concurrent
-/// starter queues there holding no other lock. (Without it InnoDB lets the loser take a gap lock on
-/// the absent session while it waits for the child's row, and the winner's session insert then
-/// deadlocks with it.)
+/// The bound is a count, so concurrent starters of one leader (of different children too) must not
+/// both count before either writes. The batch's first statement is a write that changes nothing on
+/// the leader's plan row ([`START_LOCK`]): every starter of the leader queues there, holding no other
+/// lock, and counts only after the one before it committed.
+/// - D1 / SQLite: one writer at a time; a batch is a transaction, so the count is always current.
+/// - PostgreSQL (READ COMMITTED): the plan-row lock is held until commit; the CAS is a new statement
+///   and so takes a fresh snapshot, which includes every starter that committed before the lock was
+///   granted.
+/// - MySQL / MariaDB (InnoDB): the plan-row lock, then the CAS, whose subqueries are locking reads
+///   of the latest committed rows (never an older snapshot). MySQL forbids a subquery on the
+///   UPDATE's own table (error 1093; MariaDB allows it), so the twin counts through a derived table
+///   that is materialised (it aggregates).
+///
+/// Without the lock the bound fails (PostgreSQL let six racing starters of a bound of two all win)
+/// or the batch deadlocks (InnoDB). The same lock replaces the child-row lock this batch used to take
+/// first: a starter queued on the child's row could hold a gap lock on the absent session that the
+/// winner's session insert needs; queued on the plan row it holds nothing yet, and the plan row
+/// serialises the starters of one child as it does those of different children.
 pub fn start_child(d: Dialect, id: &str, idx: i64, run: &run_sql::NewRun<'_>) -> Vec<Stmt> {
     let lock = Stmt::portable(
         d,
-        "UPDATE leader_child SET state = state WHERE leader_run_id = ?1 AND idx = ?2",
-        vec![id.into(), idx.into()],
+        "UPDATE leader_plan SET max_concurrency = max_concurrency WHERE leader_run_id = ?1",
+        vec![id.into()],
     );
-    let mut batch = vec![lock, Stmt::pick(
+    let cas = Stmt::pick(
         d,
-        "UPDATE leader_child SET state = 'started', task_id = ?3 \
-         WHERE leader_run_id = ?1 AND idx = ?2 AND session_id = ?4 AND state = 'not_started' \
-         AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND status = 'running' AND owner IS ?5) \
-         AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = ?1 AND cancel_requested = 0 \
-         AND (deadline_at IS NULL OR deadline_at > ?6)) \
-         AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = ?4 AND owner IS NOT ?5)",
-        "UPDATE leader_child SET state = 'started', task_id = $3 \
-         WHERE leader_run_id = $1 AND idx = $2 AND session_id = $4 AND state = 'not_started' \
-         AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = $1 AND status = 'running' \
-         AND owner IS NOT DISTINCT FROM $5) \
-         AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = $1 AND cancel_requested = 0 \
-         AND (deadline_at IS NULL OR deadline_at > $6)) \
-         AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = $4 AND owner IS DISTINCT FROM $5)",
-        "UPDATE leader_child SET state = 'started', task_id = ?3 \
-         WHERE leader_run_id = ?1 AND idx = ?2 AND session_id = ?4 AND state = 'not_started' \
-         AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND status = 'running' AND owner <=> ?5) \
-         AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = ?1 AND cancel_requested = 0 \
-         AND (deadline_at IS NULL OR deadline_at > ?6)) \
-         AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = ?4 AND NOT (owner <=> ?5))",
+        concat!(
+            "UPDATE leader_child SET state = 'started', task_id = ?3 \
+             WHERE leader_run_id = ?1 AND idx = ?2 AND session_id = ?4 AND state = 'not_started' \
+             AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND status = 'running' AND owner IS ?5) \
+             AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = ?1 AND cancel_requested = 0 \
+             AND (deadline_at IS NULL OR deadline_at > ?6) AND max_concurrency > (",
+            live_children!("?1"),
+            ")) AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = ?4 AND owner IS NOT ?5)"
+        ),
+        concat!(
+            "UPDATE leader_child SET state = 'started', task_id = $3 \
+             WHERE leader_run_id = $1 AND idx = $2 AND session_id = $4 AND state = 'not_started' \
+             AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = $1 AND status = 'running' \
+             AND owner IS NOT DISTINCT FROM $5) \
+             AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = $1 AND cancel_requested = 0 \
+             AND (deadline_at IS NULL OR deadline_at > $6) AND max_concurrency > (",
+            live_children!("$1"),
+            ")) AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = $4 AND owner IS DISTINCT FROM $5)"
+        ),
+        concat!(
+            "UPDATE leader_child SET state = 'started', task_id = ?3 \
+             WHERE leader_run_id = ?1 AND idx = ?2 AND session_id = ?4 AND state = 'not_started' \
+             AND EXISTS (SELECT 1 FROM leader_run WHERE leader_run_id = ?1 AND status = 'running' AND owner <=> ?5) \
+             AND EXISTS (SELECT 1 FROM leader_plan WHERE leader_run_id = ?1 AND cancel_requested = 0 \
+             AND (deadline_at IS NULL OR deadline_at > ?6) AND max_concurrency > (SELECT live.n FROM (",
+            live_children!("?1"),
+            ") AS live)) AND NOT EXISTS (SELECT 1 FROM session WHERE session_id = ?4 AND NOT (owner <=> ?5))"
+        ),
         vec![
             id.into(),
             idx.into(),
@@ -297,7 +395,8 @@ pub fn start_child(d: Dialect, id: &str, idx: i64, run: &run_sql::NewRun<'_>) ->
             run.owner.into(),
             run.now.into(),
         ],
-    )];
+    );
+    let mut batch = vec![lock, cas];
     batch.extend(run_sql::admit_guarded(
         d,
         run,
@@ -315,6 +414,17 @@ pub fn skip_child(d: Dialect, id: &str, idx: i64, report: &str) -> Stmt {
         "UPDATE leader_child SET state = 'skipped', skip_report = ?3 \
          WHERE leader_run_id = ?1 AND idx = ?2 AND state = 'not_started'",
         vec![id.into(), idx.into(), report.into()],
+    )
+}
+
+/// Compare-and-set of every `not_started` child of the leader → `skipped` with what they report
+/// (the leader stopped); the rows changed are the children this call skipped.
+pub fn skip_unstarted(d: Dialect, id: &str, report: &str) -> Stmt {
+    Stmt::portable(
+        d,
+        "UPDATE leader_child SET state = 'skipped', skip_report = ?2 \
+         WHERE leader_run_id = ?1 AND state = 'not_started'",
+        vec![id.into(), report.into()],
     )
 }
 

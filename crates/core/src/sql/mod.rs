@@ -746,8 +746,8 @@ mod placeholder_tests {
                 table: "leader_child",
             }),
         ));
-        v.push(leader_sql::insert_plan(d, "l", 2, Some(9), 1));
-        v.push(leader_sql::insert_plan(d, "l", 2, None, 1));
+        v.push(leader_sql::insert_plan(d, "l", 2, Some(9), Some("fp"), 1));
+        v.push(leader_sql::insert_plan(d, "l", 2, None, None, 1));
         v.push(leader_sql::insert_child(
             d,
             "l",
@@ -758,6 +758,21 @@ mod placeholder_tests {
             1,
         ));
         v.push(leader_sql::select_plan(d, "l"));
+        for scope in [
+            run_sql::ListScope::Owner(Some("o")),
+            run_sql::ListScope::Owner(None),
+            run_sql::ListScope::All,
+        ] {
+            v.push(leader_sql::list(
+                d,
+                &scope,
+                Some("running"),
+                Some((1, "l")),
+                5,
+            ));
+            v.push(leader_sql::list(d, &scope, None, None, 5));
+        }
+        v.push(leader_sql::running_ids(d, "l", 5));
         v.push(leader_sql::select_children(d, "l"));
         v.extend(leader_sql::start_child(d, "l", 0, &new));
         v.push(leader_sql::skip_child(d, "l", 0, "timeout"));

@@ -341,7 +341,14 @@ every_dialect!(
     two_concurrent_starts_of_one_child_admit_exactly_one_run,
     a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_session,
     a_cancelled_expired_finished_or_foreign_leader_starts_no_child,
+    a_stopped_leader_skips_every_unstarted_child_in_one_statement_and_never_a_started_one,
     a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unstarted,
+    a_full_concurrency_bound_loses_the_start_and_a_parked_child_keeps_its_slot,
+    concurrent_starters_of_different_children_never_exceed_the_bound,
+    a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip,
+    a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it,
+    leader_listings_are_scoped_by_owner_filtered_by_status_and_page_newest_first_with_ties_broken_by_id,
+    running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settled_leaders,
     a_window_over_claims_releases_debris_even_when_no_run_was_reaped,
     ids_are_case_sensitive,
 );
@@ -3934,6 +3941,7 @@ fn new_leader<'a>(id: &'a str, owner: Option<&'a str>, key: Option<&'a str>) -> 
         now: NOW,
         max_concurrency: 2,
         deadline_at: None,
+        fingerprint: None,
         children: &SUBTASKS,
     }
 }
@@ -4097,6 +4105,7 @@ async fn starting_a_child_admits_its_run_in_its_own_session_and_the_children_rea
         SUBTASKS[1],
     ];
     three.children = &more;
+    three.max_concurrency = 5;
     s.create_leader_with_plan(&three).await.unwrap();
     for (i, task) in ["c0", "c1", "c2", "c3"].into_iter().enumerate() {
         assert_eq!(
@@ -4255,6 +4264,49 @@ async fn a_child_that_lost_its_compare_and_set_writes_nothing_not_even_its_sessi
     assert_eq!(states(&s, "L").await[2], ChildState::NotStarted);
 }
 
+async fn a_stopped_leader_skips_every_unstarted_child_in_one_statement_and_never_a_started_one<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    s.create_leader_with_plan(&new_leader("K", None, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "K", 1, "k1", None, NOW).await,
+        StartChild::Started
+    );
+    let unstarted = SUBTASKS.len() as u64 - 1;
+    assert_eq!(
+        s.skip_unstarted("K", ReportStatus::Timeout).await.unwrap(),
+        unstarted
+    );
+    assert_eq!(
+        s.skip_unstarted("K", ReportStatus::Failed).await.unwrap(),
+        0
+    );
+    let got = states(&s, "K").await;
+    assert_eq!(got[1], ChildState::Running);
+    for (i, c) in got.iter().enumerate().filter(|(i, _)| *i != 1) {
+        assert_eq!(
+            *c,
+            ChildState::Skipped {
+                report: ReportStatus::Timeout
+            },
+            "child {i}"
+        );
+    }
+    // Another leader's children are untouched.
+    s.create_leader_with_plan(&new_leader("K2", None, None))
+        .await
+        .unwrap();
+    assert!(states(&s, "K2")
+        .await
+        .iter()
+        .all(|c| *c == ChildState::NotStarted));
+}
+
 async fn a_cancelled_expired_finished_or_foreign_leader_starts_no_child<F: Fixture>(fx: &F) {
     let s = fx.store();
     // Cancel: set once, then no child starts.
@@ -4333,4 +4385,413 @@ async fn a_child_whose_session_is_held_is_refused_as_an_admission_and_stays_unst
     assert!(s.get_run("c0").await.unwrap().is_none());
     assert_eq!(states(&s, "L").await[0], ChildState::NotStarted);
     assert_eq!(s.leader_children("L").await.unwrap()[0].task_id, None);
+}
+
+/// The children of `id` that hold a concurrency slot: started with a running or parked run.
+async fn live_children<S: LeaderDriveStore>(s: &S, id: &str) -> usize {
+    states(s, id)
+        .await
+        .iter()
+        .filter(|c| matches!(c, ChildState::Running | ChildState::Parked))
+        .count()
+}
+
+async fn a_full_concurrency_bound_loses_the_start_and_a_parked_child_keeps_its_slot<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let mut one = new_leader("L", Some("alice"), None);
+    one.max_concurrency = 1;
+    s.create_leader_with_plan(&one).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "c0", Some("alice"), NOW).await,
+        StartChild::Started
+    );
+    // The bound is full while child 0 runs: child 1 loses and writes nothing, not even its session.
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 1).await,
+        StartChild::Lost
+    );
+    assert!(s.get_run("c1").await.unwrap().is_none());
+    assert!(s.get_session("leader-L-1").await.unwrap().is_none());
+    assert_eq!(states(&s, "L").await[1], ChildState::NotStarted);
+    // Child 0's run ends: its slot is free and child 1 starts.
+    let cancelled = s.cancel("c0", NOW + 2).await.unwrap();
+    assert_eq!(cancelled.run.unwrap().status, "cancelled");
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 3).await,
+        StartChild::Started
+    );
+    // A parked child (waiting for a human) still holds its slot, whichever gate it waits on.
+    for parked in ["suspended", "needs_review"] {
+        fx.raw(&format!(
+            "UPDATE task_run SET status = '{parked}' WHERE task_id = 'c1'"
+        ));
+        assert_eq!(states(&s, "L").await[1], ChildState::Parked);
+        assert_eq!(
+            start(&s, "L", 2, "c2", Some("alice"), NOW + 4).await,
+            StartChild::Lost,
+            "{parked}"
+        );
+    }
+    // Once it ends (here: cancelled while parked), the last child starts.
+    s.cancel("c1", NOW + 5).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 2, "c2", Some("alice"), NOW + 6).await,
+        StartChild::Started
+    );
+    assert_eq!(live_children(&s, "L").await, 1);
+    // A started child whose run row is gone (its session deleted) counts as ended, not as a slot.
+    let mut two = new_leader("M", None, None);
+    two.max_concurrency = 1;
+    s.create_leader_with_plan(&two).await.unwrap();
+    assert_eq!(
+        start(&s, "M", 0, "m0", None, NOW).await,
+        StartChild::Started
+    );
+    s.delete_by_session("leader-M-0").await.unwrap();
+    assert_eq!(
+        start(&s, "M", 1, "m1", None, NOW).await,
+        StartChild::Started
+    );
+}
+
+async fn concurrent_starters_of_different_children_never_exceed_the_bound<F: Fixture + Sync>(
+    fx: &F,
+) {
+    let six = [SUBTASKS[0]; 6];
+    let s = fx.store();
+    for round in 0..4 {
+        let id = format!("L{round}");
+        let mut leader = new_leader(&id, None, None);
+        leader.children = &six;
+        s.create_leader_with_plan(&leader).await.unwrap();
+        // Every not-yet-started child is started by its own thread, all at once.
+        let wave = |wave: usize| -> Vec<(usize, StartChild)> {
+            let pending: Vec<usize> = pollster::block_on(s.leader_children(&id))
+                .unwrap()
+                .iter()
+                .filter(|c| c.state == ChildState::NotStarted)
+                .map(|c| c.index)
+                .collect();
+            let barrier = std::sync::Barrier::new(pending.len());
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = pending
+                    .iter()
+                    .map(|&idx| {
+                        let (barrier, id) = (&barrier, &id);
+                        scope.spawn(move || {
+                            let store = fx.store();
+                            let task = format!("{id}-{wave}-{idx}");
+                            let children = pollster::block_on(store.leader_children(id)).unwrap();
+                            let session = leader::child_session_id(id, idx);
+                            let run = child_run(&task, &session, None, &children[idx], NOW);
+                            barrier.wait();
+                            (
+                                idx,
+                                pollster::block_on(store.start_child(id, idx, &run)).unwrap(),
+                            )
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        };
+        let first = wave(0);
+        let started: Vec<usize> = first
+            .iter()
+            .filter(|(_, o)| *o == StartChild::Started)
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(started.len(), 2, "round {round}: {first:?}");
+        assert!(
+            first
+                .iter()
+                .all(|(_, o)| matches!(o, StartChild::Started | StartChild::Lost)),
+            "round {round}: {first:?}"
+        );
+        assert_eq!(live_children(&s, &id).await, 2, "round {round}");
+        // Every loser wrote nothing.
+        for (idx, outcome) in &first {
+            let run = s.get_run(&format!("{id}-0-{idx}")).await.unwrap();
+            assert_eq!(run.is_some(), *outcome == StartChild::Started, "{idx}");
+        }
+        // One run ends: exactly one slot opens, and of four racing starters exactly one takes it.
+        s.cancel(&format!("{id}-0-{}", started[0]), NOW + 1)
+            .await
+            .unwrap();
+        let second = wave(1);
+        assert_eq!(
+            second
+                .iter()
+                .filter(|(_, o)| *o == StartChild::Started)
+                .count(),
+            1,
+            "round {round}: {second:?}"
+        );
+        assert_eq!(live_children(&s, &id).await, 2, "round {round}");
+    }
+}
+
+async fn a_leader_view_reads_record_plan_fingerprint_and_children_in_one_round_trip<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.counted_store();
+    let key = sema_core::idempotency::scoped_key(Some("alice"), "view");
+    let fp = "a".repeat(64);
+    let mut keyed = new_leader("L", Some("alice"), Some(&key));
+    keyed.fingerprint = Some(&fp);
+    keyed.deadline_at = Some(NOW + 60_000);
+    s.create_leader_with_plan(&keyed).await.unwrap();
+    assert_eq!(
+        start(&s, "L", 1, "c1", Some("alice"), NOW + 1).await,
+        StartChild::Started
+    );
+    s.exec.take();
+    let view = s.leader_view("L").await.unwrap().unwrap();
+    assert_eq!(s.exec.take(), 1, "one round trip");
+    assert_eq!(view.record, s.get_leader_run("L").await.unwrap().unwrap());
+    assert_eq!(
+        view.drive,
+        Some(Drive {
+            max_concurrency: 2,
+            deadline_at: Some(NOW + 60_000),
+            cancel_requested: false
+        })
+    );
+    assert_eq!(view.drive, s.leader_drive("L").await.unwrap());
+    assert_eq!(view.fingerprint.as_deref(), Some(fp.as_str()));
+    assert_eq!(view.children, s.leader_children("L").await.unwrap());
+    assert_eq!(
+        view.children.iter().map(|c| &c.state).collect::<Vec<_>>(),
+        [
+            &ChildState::NotStarted,
+            &ChildState::Running,
+            &ChildState::NotStarted
+        ]
+    );
+    assert_eq!(view.children[1].task_id.as_deref(), Some("c1"));
+    // A missing leader: `None`, in one round trip too.
+    s.exec.take();
+    assert_eq!(s.leader_view("missing").await.unwrap(), None);
+    assert_eq!(s.exec.take(), 1);
+    // A leader admitted without a plan: its record, no plan, no children.
+    s.create_leader_run("bare", "x", None, None, NOW)
+        .await
+        .unwrap();
+    let bare = s.leader_view("bare").await.unwrap().unwrap();
+    assert_eq!(
+        (bare.record.id.as_str(), bare.drive, bare.fingerprint),
+        ("bare", None, None)
+    );
+    assert!(bare.children.is_empty());
+    // An unkeyed admission has a plan and no fingerprint.
+    s.create_leader_with_plan(&new_leader("U", None, None))
+        .await
+        .unwrap();
+    let unkeyed = s.leader_view("U").await.unwrap().unwrap();
+    assert!(unkeyed.drive.is_some() && unkeyed.fingerprint.is_none());
+    assert_eq!(unkeyed.children.len(), 3);
+}
+
+async fn a_plan_keeps_its_fingerprint_and_a_duplicate_key_observer_never_overwrites_it<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let key = sema_core::idempotency::scoped_key(None, "fp");
+    let (first_fp, other_fp) = ("1".repeat(64), "2".repeat(64));
+    let mut first = new_leader("L1", None, Some(&key));
+    first.fingerprint = Some(&first_fp);
+    assert!(s.create_leader_with_plan(&first).await.unwrap().created);
+    // The same key with another body: the observer sees the winner, whose fingerprint stays.
+    let mut other = new_leader("L2", None, Some(&key));
+    other.fingerprint = Some(&other_fp);
+    let seen = s.create_leader_with_plan(&other).await.unwrap();
+    assert!(!seen.created);
+    assert_eq!(seen.run.id, "L1");
+    let view = s.leader_view("L1").await.unwrap().unwrap();
+    assert_eq!(view.fingerprint.as_deref(), Some(first_fp.as_str()));
+    assert_eq!(s.leader_view("L2").await.unwrap(), None);
+}
+
+/// Every leader run `scope` and `status` list, walking pages of `size`; the ids in order.
+async fn walk_leader_runs<S: LeaderRunStore>(
+    s: &S,
+    scope: &ListScope<'_>,
+    status: Option<&str>,
+    size: i64,
+) -> Vec<String> {
+    let mut seen = vec![];
+    let mut cursor: Option<(i64, String)> = None;
+    loop {
+        let page = s
+            .list_leader_runs(
+                scope,
+                status,
+                cursor.as_ref().map(|(at, id)| (*at, id.as_str())),
+                size,
+            )
+            .await
+            .unwrap();
+        assert!(page.len() as i64 <= size);
+        if page.is_empty() {
+            return seen;
+        }
+        cursor = page.last().map(|r| (r.started_at_ms, r.id.clone()));
+        seen.extend(page.into_iter().map(|r| r.id));
+    }
+}
+
+async fn leader_listings_are_scoped_by_owner_filtered_by_status_and_page_newest_first_with_ties_broken_by_id<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // Alice's five, two started in the same millisecond (admitted in the order opposite to their
+    // ids), bob's one and an anonymous one.
+    let alice = [
+        ("a0", NOW),
+        ("a2", NOW + 1),
+        ("a1", NOW + 1),
+        ("a3", NOW + 2),
+        ("a4", NOW + 3),
+    ];
+    for (id, at) in alice {
+        s.create_leader_run(id, "x", Some("alice"), None, at)
+            .await
+            .unwrap();
+    }
+    s.create_leader_run("b0", "x", Some("bob"), None, NOW + 5)
+        .await
+        .unwrap();
+    s.create_leader_run("n0", "x", None, None, NOW + 4)
+        .await
+        .unwrap();
+    s.create_leader_with_plan(&NewLeader {
+        now: NOW - 1,
+        ..new_leader("ap", Some("alice"), None)
+    })
+    .await
+    .unwrap();
+    for (id, end) in [
+        ("a3", LeaderFinish::Completed),
+        ("a0", LeaderFinish::Failed),
+    ] {
+        assert!(s
+            .finish_leader_run(id, end, None, None, NOW + 9)
+            .await
+            .unwrap());
+    }
+    let owner = |o| ListScope::Owner(Some(o));
+    // Pages of two walk every row exactly once, newest first, ties broken by id.
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), None, 2).await,
+        ["a4", "a3", "a2", "a1", "a0", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, None, 2).await,
+        ["b0", "n0", "a4", "a3", "a2", "a1", "a0", "ap"]
+    );
+    // Status filters, alone and with an owner, paged too.
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), Some("running"), 2).await,
+        ["a4", "a2", "a1", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &owner("alice"), Some("completed"), 2).await,
+        ["a3"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, Some("running"), 2).await,
+        ["b0", "n0", "a4", "a2", "a1", "ap"]
+    );
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::All, Some("failed"), 2).await,
+        ["a0"]
+    );
+    // Another owner's and anonymous rows are never in a scoped listing.
+    assert_eq!(walk_leader_runs(&s, &owner("bob"), None, 2).await, ["b0"]);
+    assert_eq!(
+        walk_leader_runs(&s, &ListScope::Owner(None), None, 2).await,
+        ["n0"]
+    );
+    assert!(walk_leader_runs(&s, &owner("carol"), None, 2)
+        .await
+        .is_empty());
+    // A page is the record as read by id, and a cursor is strictly exclusive.
+    let page = s
+        .list_leader_runs(&owner("alice"), None, Some((NOW + 1, "a2")), 10)
+        .await
+        .unwrap();
+    assert_eq!(page[0], s.get_leader_run("a1").await.unwrap().unwrap());
+    assert_eq!(
+        page.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["a1", "a0", "ap"]
+    );
+}
+
+async fn running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settled_leaders<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    for (i, id) in ["r05", "r01", "r07", "r03", "r02", "r06", "r04"]
+        .into_iter()
+        .enumerate()
+    {
+        s.create_leader_run(id, "x", Some("alice"), None, NOW + i as i64)
+            .await
+            .unwrap();
+    }
+    s.create_leader_with_plan(&new_leader("r08", None, None))
+        .await
+        .unwrap();
+    for (id, end) in [
+        ("r03", LeaderFinish::Completed),
+        ("r05", LeaderFinish::Failed),
+        ("r06", LeaderFinish::NeedsHuman),
+    ] {
+        s.finish_leader_run(id, end, None, None, NOW + 9)
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.running_leader_ids("", 2).await.unwrap(), ["r01", "r02"]);
+    assert_eq!(
+        s.running_leader_ids("r02", 2).await.unwrap(),
+        ["r04", "r07"]
+    );
+    assert_eq!(s.running_leader_ids("r07", 2).await.unwrap(), ["r08"]);
+    assert!(s.running_leader_ids("r08", 2).await.unwrap().is_empty());
+    // `after` is exclusive whether or not it names a running leader.
+    assert_eq!(
+        s.running_leader_ids("r01", 10).await.unwrap(),
+        ["r02", "r04", "r07", "r08"]
+    );
+    assert_eq!(
+        s.running_leader_ids("r03", 10).await.unwrap(),
+        ["r04", "r07", "r08"]
+    );
+    // Walking windows from the start visits every running leader once.
+    let mut walked = vec![];
+    let mut after = String::new();
+    loop {
+        let window = s.running_leader_ids(&after, 3).await.unwrap();
+        match window.last() {
+            Some(last) => after = last.clone(),
+            None => break,
+        }
+        walked.extend(window);
+    }
+    assert_eq!(walked, ["r01", "r02", "r04", "r07", "r08"]);
+    // A reaped leader is settled too.
+    s.backdate_leader_run_for_test("r02", 0).await.unwrap();
+    s.reap_stale_leader_runs("tick", 1_000, NOW).await.unwrap();
+    assert_eq!(
+        s.running_leader_ids("", 10).await.unwrap(),
+        ["r01", "r04", "r07", "r08"]
+    );
 }

@@ -72,6 +72,40 @@ fn env_url(name: &str) -> String {
     })
 }
 
+/// An executor that counts its round trips (batches; a single statement is a batch of one).
+pub struct Counted<E> {
+    inner: E,
+    batches: std::cell::Cell<usize>,
+}
+
+impl<E: Executor> Counted<E> {
+    pub fn new(inner: E) -> Self {
+        Self {
+            inner,
+            batches: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Round trips since the last call (and resets the count).
+    pub fn take(&self) -> usize {
+        self.batches.replace(0)
+    }
+}
+
+impl<E: Executor> Executor for Counted<E> {
+    fn dialect(&self) -> Dialect {
+        self.inner.dialect()
+    }
+
+    async fn batch(
+        &self,
+        stmts: &[sema_core::sql::Stmt],
+    ) -> Result<Vec<sema_core::sql::Outcome>, sema_core::sql::DbError> {
+        self.batches.set(self.batches.get() + 1);
+        self.inner.batch(stmts).await
+    }
+}
+
 /// A fresh database of one dialect.
 pub trait Fixture {
     type E: Executor;
@@ -84,6 +118,11 @@ pub trait Fixture {
 
     fn store(&self) -> SqlStore<Self::E> {
         SqlStore::new(self.connect())
+    }
+
+    /// A store whose executor counts round trips (`store.exec.take()`).
+    fn counted_store(&self) -> SqlStore<Counted<Self::E>> {
+        SqlStore::new(Counted::new(self.connect()))
     }
 }
 
