@@ -213,15 +213,35 @@ fn a_leader_admission_exactly_at_every_bound_is_admitted() {
     assert!(admitted[2].get("deadlineAtMs").is_none(), "{}", admitted[2]);
     // The preview of a long objective is cut (160 UTF-16 units).
     assert_eq!(admitted[1]["objectivePreview"], "x".repeat(160));
-    // Leave nothing running: each is cancelled (its started children with it).
-    for v in &admitted {
+    // A 1 ms deadline has passed by the admission's own drive: it settles at once, its child never
+    // started.
+    let short = &admitted[1];
+    assert_eq!(
+        (&short["status"], &short["error"]),
+        (&json!("failed"), &json!("leader run deadline passed")),
+        "{short}"
+    );
+    assert_eq!(
+        (
+            &short["children"][0]["state"],
+            &short["children"][0]["report"]
+        ),
+        (&json!("skipped"), &json!("timeout"))
+    );
+    assert_eq!(
+        short["result"][0]["error"], "cancelled before start",
+        "{short}"
+    );
+    // Leave nothing running: the others are cancelled (their started children with them).
+    for (i, v) in admitted.iter().enumerate() {
         let id = v["id"].as_str().unwrap();
         let r = call(ALICE, "POST", &format!("/v1/leader/runs/{id}/cancel"), None);
         assert_eq!(r.status, 200, "{}", r.body);
         let c = r.json();
         assert_eq!(
             (&c["cancelled"], &c["status"]),
-            (&json!(true), &json!("failed"))
+            (&json!(i != 1), &json!("failed")),
+            "{i}"
         );
         for child in c["children"].as_array().unwrap() {
             if let Some(task) = child["taskId"].as_str() {

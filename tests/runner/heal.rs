@@ -500,7 +500,13 @@ fn a_leader_run_left_running_past_leader_run_stale_ms_is_failed_by_the_cron_and_
     assert_eq!(v["error"], LEADER_STALE_SENTENCE);
     assert!(v["finishedAtMs"].as_i64().is_some(), "{v}");
     // Not taken over: its child still runs, held by its runner.
-    assert_eq!(run(&child)["status"], "running");
+    let r = owner.get(&format!("/v1/runs/{child}"));
+    assert_eq!(
+        (r.status, r.json()["status"].as_str()),
+        (200, Some("running")),
+        "{}",
+        r.body
+    );
     assert_eq!(beat(&child, "stale-child", epoch).status, 200);
     // The key is still bound to the failed run: 200, not created, the same run as it is.
     let again = keyed();
@@ -525,6 +531,8 @@ fn a_leader_run_left_running_past_leader_run_stale_ms_is_failed_by_the_cron_and_
         &json!({"runnerId": "stale-child", "leaseEpoch": epoch, "status": "completed"}),
     );
     assert_eq!(done.status, 200, "{}", done.body);
+    let r = owner.get(&format!("/v1/runs/{child}"));
+    assert_eq!(r.json()["status"], "completed", "{}", r.body);
     let end = leader();
     assert_eq!(
         (&end["status"], &end["error"]),

@@ -6,7 +6,7 @@
 //! every run it made terminal. The cron is triggered through wrangler's scheduled test route.
 
 use crate::helpers::{unique, Client, Resp};
-use crate::sse::{ledger, run, runner_client, server, wait_until, Runner};
+use crate::sse::{runner_client, server, Runner};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};
@@ -31,6 +31,44 @@ fn named_owner() -> (String, Client) {
     let name = unique("lead-owner");
     let c = Client::as_principal(&name).at(&server());
     (name, c)
+}
+
+/// An operator: reads every run (the children are their leader's owner's, not anonymous).
+fn ops() -> Client {
+    Client::as_principal("ops")
+        .with_role("operator")
+        .at(&server())
+}
+
+/// A run as an operator reads it.
+fn run(task: &str) -> Value {
+    let r = ops().get(&format!("/v1/runs/{task}"));
+    assert_eq!(r.status, 200, "GET run {task}: {}", r.body);
+    r.json()
+}
+
+/// Polls the run until `pred` holds (at most [`PATIENCE`]).
+#[track_caller]
+fn wait_until(task: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let r = run(task);
+        if pred(&r) {
+            return r;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "timed out waiting for {what}: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The run's ledger, as an operator reads it.
+fn ledger(task: &str) -> Vec<Value> {
+    let r = ops().get(&format!("/v1/runs/{task}/events?limit=1000"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()["events"].as_array().cloned().unwrap_or_default()
 }
 
 fn now_ms() -> i64 {
