@@ -699,6 +699,85 @@ fn a_child_finished_blocked_by_hand_makes_the_leader_need_a_human_when_the_finis
     assert_one_run_per_child(&c, &v);
 }
 
+#[test]
+fn cancelling_a_child_run_drives_its_leader_before_the_cancel_answers() {
+    let c = owner();
+    let v = admit(&c, &body("cancel the children", &["manual", "manual"], 1));
+    let id = id_of(&v);
+    assert_eq!(v["children"][1]["state"], "not_started", "{v}");
+    let first = child_task(&v, 0);
+    assert_eq!(c.cancel(&first).json()["status"], "cancelled");
+    // The cancel's answer came after the drive: the next child is already started.
+    let v = leader(&c, &id);
+    assert_eq!(v["status"], "running", "{v}");
+    assert_eq!(
+        (&v["children"][0]["state"], &v["children"][0]["runStatus"]),
+        (&json!("ended"), &json!("cancelled"))
+    );
+    assert_eq!(v["children"][1]["state"], "running", "{v}");
+    let second = child_task(&v, 1);
+    assert_eq!(c.cancel(&second).json()["status"], "cancelled");
+    // A cancelled child counts as failed: the leader settled with the last cancel.
+    let v = leader(&c, &id);
+    assert_eq!(
+        (&v["status"], &v["error"]),
+        (
+            &json!("failed"),
+            &json!("2 of 2 children failed or timed out")
+        ),
+        "{v}"
+    );
+    for i in 0..2 {
+        assert_eq!(v["result"][i]["status"], "failed", "{v}");
+        assert_eq!(v["result"][i]["taskId"], v["children"][i]["taskId"]);
+    }
+    assert_one_run_per_child(&c, &v);
+}
+
+#[test]
+fn a_parked_child_holds_its_slot_until_a_decision_lets_it_finish() {
+    let _runner = Runner::start();
+    let c = owner();
+    let v = admit(
+        &c,
+        &body(
+            "ask first",
+            &["ask tool_approval may I?\nsay after", "say next"],
+            1,
+        ),
+    );
+    let id = id_of(&v);
+    let parked = wait_leader(&c, &id, "the first child to park", |v| {
+        v["children"][0]["state"] == "parked"
+    });
+    // Parked, it still holds the only slot: a tick starts nothing and settles nothing.
+    cron();
+    let v = leader(&c, &id);
+    assert_eq!(
+        (&v["status"], &v["children"][1]["state"]),
+        (&json!("running"), &json!("not_started")),
+        "{v}"
+    );
+    let session = parked["children"][0]["sessionId"].as_str().unwrap();
+    let d = c.post_json(
+        &format!("/v1/approvals/{session}/decide"),
+        &json!({"decision": "approve"}),
+    );
+    assert_eq!(d.status, 200, "{}", d.body);
+    let v = settled(&c, &id);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(
+        v["result"],
+        json!([
+            report(&v, 0, "completed", None),
+            report(&v, 1, "completed", None)
+        ])
+    );
+    let text = run(&child_task(&v, 0))["result"]["text"].clone();
+    assert!(text.as_str().is_some_and(|t| t.contains("after")), "{text}");
+    assert_one_run_per_child(&c, &v);
+}
+
 // ---- the deadline and cancel ---------------------------------------------------------------------
 
 /// Waits (by the local clock, on the same machine as the Worker) until `at_ms` has passed.
@@ -770,6 +849,38 @@ fn at_its_deadline_a_leader_skips_unstarted_children_and_stops_the_running_one()
     let w = leader(&c, &id);
     assert_eq!((&w["status"], &w["result"]), (&v["status"], &v["result"]));
     assert_one_run_per_child(&c, &w);
+}
+
+#[test]
+fn a_child_finishing_after_the_deadline_settles_the_leader_and_starts_nothing() {
+    let c = owner();
+    let v = admit(
+        &c,
+        &json!({"objective": "late", "subtasks": [{"objective": "manual"}, {"objective": "manual"}],
+            "maxConcurrency": 1, "deadlineMs": 1500}),
+    );
+    let id = id_of(&v);
+    let l = lease_all(&format!("leader-{id}-"), 1, Duration::from_secs(10));
+    assert_eq!(l.len(), 1, "{l:?}");
+    sleep_past(v["deadlineAtMs"].as_i64().unwrap());
+    // No tick: the child's own finish is the next drive, and it acts on the deadline.
+    assert_eq!(finish(&l[0], json!({"status": "completed"})).status, 200);
+    let v = leader(&c, &id);
+    assert_eq!(
+        (&v["status"], &v["error"]),
+        (&json!("failed"), &json!(DEADLINE_PASSED)),
+        "{v}"
+    );
+    assert_eq!(
+        v["result"],
+        json!([
+            report(&v, 0, "completed", None),
+            report(&v, 1, "timeout", Some(CANCELLED_BEFORE_START)),
+        ])
+    );
+    assert_eq!(v["children"][1]["state"], "skipped");
+    assert!(lease_all(&format!("leader-{id}-"), 0, Duration::ZERO).is_empty());
+    assert_one_run_per_child(&c, &v);
 }
 
 #[test]
