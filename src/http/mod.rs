@@ -55,6 +55,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::Finish(id) => runner::finish(req, cx, &id).await,
         Route::AdminReapers => admin::reapers(cx).await,
         Route::AdminSession(id) => admin::session(cx, id.as_str()).await,
+        Route::AdminQueue(q) => admin::queue(cx, q.as_str()).await,
         Route::Park(id) => gates::park(req, cx, &id).await,
         Route::ListApprovals => gates::list(req, cx, p).await,
         Route::DecideApproval(id) => {

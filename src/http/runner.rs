@@ -1,4 +1,4 @@
-//! Runner protocol handlers: lease (long-poll on D1), heartbeat (fenced, on D1), and the writes that
+//! Runner protocol handlers: lease (waiting in the queue's dispatcher object), heartbeat (fenced, on D1), and the writes that
 //! go through the session's Durable Object so subscribers see them live: events and finish.
 //!
 //! Every call after the lease carries `runnerId` and `leaseEpoch`; the store checks both in the WHERE
@@ -6,8 +6,9 @@
 //! written (epoch 0 never holds a run: a lease makes it at least 1).
 
 use super::{body::json_body, error::json, reply};
-use crate::{cx::Cx, failure::Failure, platform, session_do::client};
+use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
+    dispatch::{DispatchCall, DispatchReply},
     hex,
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
@@ -18,55 +19,25 @@ use sema_core::{
 use std::time::Duration;
 use worker::{Request, Response};
 
-/// How many lease candidates one attempt tries before polling again.
-const LEASE_CANDIDATES: i64 = 8;
-
-/// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
+/// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
+/// 204 after `waitMs`. The runner waits in the queue's dispatcher (`dispatch_do.rs`), which hands it
+/// a run the moment one is admitted; waiting costs no D1 query.
 pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
-    let (runner_id, wait_ms) = body.validate()?;
-    let store = cx.store()?;
-    let deadline = platform::now_ms() + wait_ms as i64;
-    let mut pause = 50u64;
-    loop {
-        if let Some(l) = store
-            .lease(&runner_id, platform::now_ms(), LEASE_CANDIDATES)
-            .await?
-        {
-            let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
-            let mut body = serde_json::json!({
-                "taskId": l.task_id,
-                "sessionId": l.session_id,
-                "leaseEpoch": l.lease_epoch,
-                "objective": l.objective,
-                "meta": meta,
-                "lastSeq": l.last_seq,
-            });
-            if let Some(r) = &l.resume {
-                // The decision the run resumes from; a plan review's text is its `feedback`.
-                let note = if r.kind == "plan_review" {
-                    "feedback"
-                } else {
-                    "reason"
-                };
-                let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
-                let mut resume = serde_json::json!({
-                    "gate": {"kind": r.kind, "card": card},
-                    "decision": r.decision,
-                });
-                if let Some(text) = &r.reason {
-                    resume[note] = text.as_str().into();
-                }
-                body["resume"] = resume;
-            }
-            return Ok(json(200, body.to_string()));
-        }
-        let left = deadline - platform::now_ms();
-        if left <= 0 {
-            return Ok(Response::empty()?.with_status(204));
-        }
-        worker::Delay::from(Duration::from_millis(pause.min(left as u64))).await;
-        pause = (pause * 2).min(500);
+    let r = body.validate()?;
+    let wait = DispatchCall::Wait {
+        queue: r.queue.clone(),
+        runner_id: r.runner_id,
+        wait_ms: r.wait_ms,
+    };
+    match dispatch_do::call(cx, &r.queue, &wait).await? {
+        DispatchReply::Leased { body } => Ok(json(200, body)),
+        DispatchReply::Empty => Ok(Response::empty()?.with_status(204)),
+        DispatchReply::Refused(e) => Err(e.into()),
+        DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),
+        other => Err(Failure::Infra(format!(
+            "unexpected dispatch reply {other:?}"
+        ))),
     }
 }
 

@@ -117,6 +117,12 @@ impl SessionDo {
                 }
                 self.save(state).await?;
                 self.publish_resumed(cx, &task_id).await?;
+                // Leasable again: its queue's dispatcher hands it to a waiting runner.
+                let env = self.env.clone();
+                let resumed = task_id.clone();
+                self.state.wait_until(async move {
+                    crate::dispatch_do::announce_run(&env, &resumed, now).await;
+                });
                 Ok(SessionReply::Decided {
                     task_id,
                     session_id,

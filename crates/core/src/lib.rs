@@ -8,6 +8,7 @@ pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod conflict;
+pub mod dispatch;
 pub mod error;
 pub mod gate;
 pub mod headers;
