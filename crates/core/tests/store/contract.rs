@@ -16,6 +16,8 @@ use sema_core::{
     },
 };
 
+use sema_core::queue::DEFAULT_QUEUE;
+
 const NOW: i64 = 1_700_000_000_000;
 /// The API's byte bound of one page of events.
 const PAGE_BYTES: i64 = sema_core::sql::event_sql::EVENT_PAGE_MAX_BYTES;
@@ -29,6 +31,7 @@ fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64
         objective: "do the thing",
         objective_preview: "do the thing",
         meta_json: r#"{"k":1}"#,
+        queue: DEFAULT_QUEUE,
         now,
         idempotency: None,
     }
@@ -598,7 +601,12 @@ async fn cancel_requests_match_owners_null_safely<F: Fixture>(fx: &F) {
 async fn a_page_of_events_stops_after_the_event_that_reaches_its_byte_bound<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     // Sizes differ per event and include multi-byte characters, so characters ≠ bytes.
     let texts: Vec<String> = (1..=5)
         .map(|i| format!(r#"{{"delta":"{}"}}"#, "é".repeat(i * 10)))
@@ -654,7 +662,12 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         data,
         event_id: None,
     };
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     let a = append(
         &s,
         "t1",
@@ -706,7 +719,12 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             "epoch {epoch}"
         );
     }
-    let epoch = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let epoch = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(epoch, resumed + 1);
     assert_eq!(
         append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
@@ -840,7 +858,12 @@ async fn session_listings_page_by_recent_activity<F: Fixture>(fx: &F) {
 async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     append(
         &s,
         "t1",
@@ -1693,7 +1716,7 @@ async fn two_runners_never_win_the_same_lease<F: Fixture + Sync>(fx: &F) {
                     scope.spawn(move || {
                         let store = fx.store();
                         barrier.wait();
-                        pollster::block_on(store.lease(runner, NOW + 10, 4)).unwrap()
+                        pollster::block_on(store.lease(runner, DEFAULT_QUEUE, NOW + 10, 4)).unwrap()
                     })
                 })
                 .collect();
@@ -1711,7 +1734,11 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
     let s = fx.store();
     admit(&s, "young", "s2", Some("alice"), NOW + 5).await;
     admit(&s, "old", "s1", Some("alice"), NOW).await;
-    let first = s.lease("r1", NOW + 10, 8).await.unwrap().unwrap();
+    let first = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 10, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (first.task_id.as_str(), first.session_id.as_str()),
         ("old", "s1")
@@ -1728,9 +1755,16 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
         (run.heartbeat_at, run.updated_at),
         (Some(NOW + 10), NOW + 10)
     );
-    let second = s.lease("r2", NOW + 11, 8).await.unwrap().unwrap();
+    let second = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 11, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.task_id, "young");
-    assert_eq!(s.lease("r3", NOW + 12, 8).await.unwrap(), None);
+    assert_eq!(
+        s.lease("r3", DEFAULT_QUEUE, NOW + 12, 8).await.unwrap(),
+        None
+    );
 }
 
 async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F) {
@@ -1743,7 +1777,10 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
     s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
-    assert_eq!(s.lease("r1", NOW + 2, 8).await.unwrap(), None);
+    assert_eq!(
+        s.lease("r1", DEFAULT_QUEUE, NOW + 2, 8).await.unwrap(),
+        None
+    );
     // A resumed run is leasable again, under a newer epoch than its parked leg.
     let resumed = match decide(
         &s,
@@ -1758,7 +1795,11 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
         Decided::Resumed { lease_epoch, .. } => lease_epoch,
         other => panic!("{other:?}"),
     };
-    let lease = s.lease("r1", NOW + 4, 8).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 4, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(lease.task_id, "parked");
     assert_eq!(lease.lease_epoch, resumed + 1);
 }
@@ -1766,7 +1807,11 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
 async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(steer(&s, "t1", "turn left", NOW + 2).await, Some(1));
     assert_eq!(
         s.heartbeat(&beat("t1", lease.lease_epoch + 1, "d1", NOW + 3))
@@ -1804,7 +1849,7 @@ async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
 async fn a_heartbeat_in_the_same_millisecond_keeps_the_lease<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    let lease = s.lease("r1", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     for delivery in ["d1", "d2", "d3"] {
         let b = s
             .heartbeat(&beat("t1", lease.lease_epoch, delivery, NOW))
@@ -1820,7 +1865,11 @@ async fn a_heartbeat_in_the_same_millisecond_keeps_the_lease<F: Fixture>(fx: &F)
 async fn heartbeats_carry_the_cancel_request<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let b = s
         .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
         .await
@@ -1847,7 +1896,11 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
     for (i, m) in ["one", "two", "three"].iter().enumerate() {
         assert_eq!(steer(&s, "t1", m, NOW + i as i64).await, Some(i as i64 + 1));
     }
-    let lease = s.lease("r1", NOW + 5, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 5, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let e = lease.lease_epoch;
     let b = s
         .heartbeat(&beat("t1", e, "d1", NOW + 6))
@@ -1925,7 +1978,11 @@ async fn a_full_steer_queue_refuses_and_loses_nothing_queued<F: Fixture>(fx: &F)
         "a 4th message would exceed 3"
     );
     // Delivered messages leave the queue: room again, and seqs stay contiguous.
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let b = s
         .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
         .await
@@ -1972,7 +2029,11 @@ async fn steer_queue_bytes_are_counted_in_bytes_not_characters<F: Fixture>(fx: &
 async fn a_heartbeat_takes_at_most_a_page_of_steer_messages_oldest_first<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     for m in ["m1", "m2", "m3", "m4", "m5"] {
         steer(&s, "t1", m, NOW + 2).await.unwrap();
     }
@@ -2030,7 +2091,11 @@ async fn concurrent_steers_of_one_run_get_distinct_seqs<F: Fixture + Sync>(fx: &
 async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let e = lease.lease_epoch;
     assert_eq!(
         append(
@@ -2104,7 +2169,11 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
 async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     for stale in [lease.lease_epoch - 1, lease.lease_epoch + 1] {
         assert_eq!(
             s.finish_run(&finish("t1", stale, TerminalStatus::Completed, NOW + 2))
@@ -2149,7 +2218,7 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
         admit(&fx.store(), &task, &session, None, NOW).await;
         let e = fx
             .store()
-            .lease("r1", NOW, 8)
+            .lease("r1", DEFAULT_QUEUE, NOW, 8)
             .await
             .unwrap()
             .unwrap()
@@ -2201,7 +2270,12 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
 async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(
         append(&s, "t1", e, "r1", &[event("x", "{}", Some("e1"))], NOW)
             .await
@@ -2227,7 +2301,12 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     assert_eq!(events.len(), 1);
     // The same event id in another run is another event.
     admit(&s, "t2", "s2", None, NOW).await;
-    let e2 = s.lease("r2", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e2 = s
+        .lease("r2", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(
         append(&s, "t2", e2, "r2", &[event("x", "{}", Some("e1"))], NOW)
             .await
@@ -2520,7 +2599,7 @@ async fn runner_writes_without_the_current_lease_and_its_holder_write_nothing<F:
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW + 1).await;
     let e = s
-        .lease("r1", NOW + 2, 8)
+        .lease("r1", DEFAULT_QUEUE, NOW + 2, 8)
         .await
         .unwrap()
         .unwrap()
@@ -2555,7 +2634,7 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2586,7 +2665,7 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
     // A new lease starts unacknowledged again.
     admit(&s, "t2", "s1", None, NOW + 5).await;
     let e2 = s
-        .lease("r2", NOW + 6, 1)
+        .lease("r2", DEFAULT_QUEUE, NOW + 6, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2599,7 +2678,7 @@ async fn an_append_by_the_holder_refreshes_liveness_and_acknowledges_the_lease<F
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2640,7 +2719,7 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2672,7 +2751,11 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
     // Requeued once: an unheld run is not requeued again.
     assert_eq!(requeue(&s, NOW + 100, NOW + 100, 10).await.unwrap(), vec![]);
     // Another runner leases it under a newer epoch still; the old holder stays fenced out.
-    let lease = s.lease("r2", NOW + 12, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 12, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((lease.task_id.as_str(), lease.lease_epoch), ("t1", e + 2));
     assert_refused(&s, "t1", e, "r1", NOW + 13).await;
     assert_refused(&s, "t1", e + 2, "r1", NOW + 13).await;
@@ -2686,7 +2769,12 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
 async fn an_acknowledged_lease_is_never_requeued<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "acked", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     // A heartbeat in the lease's own millisecond still acknowledges it.
     assert!(s
         .heartbeat(&beat("acked", e, "d1", NOW))
@@ -2713,7 +2801,10 @@ async fn requeue_is_bounded_per_tick_and_oldest_first<F: Fixture>(fx: &F) {
     let s = fx.store();
     for i in 0..3 {
         admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW).await;
-        s.lease("r1", NOW + i, 8).await.unwrap().unwrap();
+        s.lease("r1", DEFAULT_QUEUE, NOW + i, 8)
+            .await
+            .unwrap()
+            .unwrap();
     }
     assert_eq!(
         requeue(&s, NOW + 10, NOW + 20, 2).await.unwrap(),
@@ -2733,7 +2824,7 @@ async fn overlapping_requeue_ticks_requeue_and_report_each_run_once<F: Fixture +
     for i in 0..7 {
         let (task, session) = (format!("t{i}"), format!("s{i}"));
         admit(&s, &task, &session, None, NOW).await;
-        s.lease(&format!("r{i}"), NOW + i, 8)
+        s.lease(&format!("r{i}"), DEFAULT_QUEUE, NOW + i, 8)
             .await
             .unwrap()
             .unwrap();
@@ -2776,11 +2867,15 @@ async fn held_and_queued_runs_are_reaped_by_their_own_cutoff<F: Fixture>(fx: &F)
     admit(&s, "held_old", "s1", None, NOW - 2).await;
     admit(&s, "held_young", "s2", None, NOW - 1).await;
     assert_eq!(
-        s.lease("r1", NOW + 10, 1).await.unwrap().unwrap().task_id,
+        s.lease("r1", DEFAULT_QUEUE, NOW + 10, 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
         "held_old"
     );
     let e = s
-        .lease("r2", NOW + 10, 1)
+        .lease("r2", DEFAULT_QUEUE, NOW + 10, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2850,7 +2945,7 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2875,7 +2970,7 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
         .unwrap());
     admit(&s, "t2", "s2", None, NOW).await;
     let queued = snapshot_of(&s, "t2").await;
-    s.lease("r2", NOW, 1).await.unwrap().unwrap();
+    s.lease("r2", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     assert!(!s
         .fail_if_unchanged(&guarded(&queued, NOW + 5))
         .await
@@ -2892,7 +2987,10 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
 async fn a_guarded_fail_wins_when_nothing_changed_and_releases_the_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    s.lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let snapshot = snapshot_of(&s, "t1").await;
     assert_eq!(snapshot.held_by.as_deref(), Some("r1"));
     assert!(s
@@ -2951,7 +3049,7 @@ async fn a_takeover_admits_the_new_run_and_fails_the_old_with_the_reason_and_no_
     let s = fx.store();
     admit(&s, "old", "s1", Some("alice"), NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2996,7 +3094,7 @@ async fn a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing<F
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3040,7 +3138,10 @@ async fn a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing<F
 async fn a_takeover_refused_for_another_reason_writes_nothing_either<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", Some("alice"), NOW).await;
-    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    s.lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     admit(&s, "elsewhere", "s2", Some("alice"), NOW).await;
     let snapshot = snapshot_of(&s, "old").await;
     let before = s.get_run("old").await.unwrap().unwrap();
@@ -3193,7 +3294,7 @@ async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) 
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3481,6 +3582,7 @@ async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F
                 kind: kind.into(),
                 status: TerminalStatus::Cancelled,
                 done_seq: 2,
+                queue: DEFAULT_QUEUE.into(),
             }
         );
         let run = s.get_run(&task).await.unwrap().unwrap();
@@ -3515,7 +3617,11 @@ async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F
         admit(&s, &format!("next{i}"), &session, None, NOW + 7).await;
     }
     assert_eq!(
-        s.lease("r1", NOW + 8, 8).await.unwrap().unwrap().task_id,
+        s.lease("r1", DEFAULT_QUEUE, NOW + 8, 8)
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
         "next0"
     );
 }
@@ -3542,6 +3648,7 @@ async fn wake_completes_the_parked_run_with_its_card_and_frees_the_session<F: Fi
             kind: "task_done".into(),
             status: TerminalStatus::Completed,
             done_seq: 2,
+            queue: DEFAULT_QUEUE.into(),
         }
     );
     let run = s.get_run("t1").await.unwrap().unwrap();
@@ -3637,7 +3744,7 @@ async fn a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lo
     assert_eq!(review(NOW + 99).await, Decided::Refused(Refusal::LostRace));
     // Once the resumed run has completed, nothing is pending any more.
     let e = s
-        .lease("r1", NOW + 100, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 100, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3705,7 +3812,12 @@ async fn cancel_and_terminal_writes_void_the_pending_gate<F: Fixture>(fx: &F) {
 async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     let token = "tok-4f1c9e-secret";
     let id = gate::checkpoint_id(token.as_bytes());
     let card = r#"{"q":"run rm -rf?"}"#;
@@ -3753,7 +3865,10 @@ async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
     )
     .await;
     seen.push(format!("{decided:?}"));
-    seen.push(format!("{:?}", s.lease("r2", NOW + 3, 1).await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.lease("r2", DEFAULT_QUEUE, NOW + 3, 1).await.unwrap()
+    ));
     seen.push(format!(
         "{:?}",
         s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()
@@ -3770,7 +3885,7 @@ async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
 async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let first = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    let first = s.lease("r1", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     assert_eq!(
         first.resume, None,
         "a run never parked resumes from nothing"
@@ -3796,7 +3911,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
     );
     let resumed = &s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()[1];
     assert_eq!((resumed.seq, resumed.kind.as_str()), (2, "resumed"));
-    let lease = s.lease("r2", NOW + 3, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 3, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(lease.lease_epoch, lease_epoch + 1);
     assert_eq!(lease.last_seq, 2);
     let resume = lease.resume.unwrap();
@@ -3823,7 +3942,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         "tool_approval"
     );
     approve(&s, "s1", NOW + 5).await;
-    let lease = s.lease("r3", NOW + 6, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r3", DEFAULT_QUEUE, NOW + 6, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let resume = lease.resume.unwrap();
     assert_eq!(
         (
@@ -3847,7 +3970,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         .await
         .unwrap();
     assert_eq!(requeued, pairs(&[("s1", "t1")]));
-    let again = s.lease("r4", NOW + 101, 1).await.unwrap().unwrap();
+    let again = s
+        .lease("r4", DEFAULT_QUEUE, NOW + 101, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(again.resume.unwrap().kind, "tool_approval");
 }
 
@@ -3962,6 +4089,7 @@ fn child_run<'a>(
         objective: &child.objective,
         objective_preview: &child.objective,
         meta_json: &child.meta_json,
+        queue: DEFAULT_QUEUE,
         now,
         idempotency: None,
     }

@@ -186,6 +186,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         objective: "obj",
         objective_preview: "obj",
         meta_json: "{}",
+        queue: "default",
         now: 1,
         idempotency: Some(("k", "f", 202, "{}")),
     };
@@ -361,6 +362,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         objective: "o",
         objective_preview: "o",
         meta_json: "{}",
+        queue: "default",
         now: 1,
         idempotency: None,
     };
@@ -404,7 +406,7 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         true,
     );
     // Lease candidates: the dedicated index serves both the filter and the order.
-    let lines = plan(&fx, &runner_sql::lease_candidates(d, 8));
+    let lines = plan(&fx, &runner_sql::lease_candidates(d, "q", 8));
     assert_indexed("lease_candidates", &lines, true);
     assert!(
         lines.iter().any(|l| l.contains("idx_task_run_lease")),
