@@ -9,10 +9,10 @@ use sema_core::{
     sql::DbError,
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
-        LeaderChild, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park, ParkStatus,
-        Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs, StartChild,
-        Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
-        TickRecord,
+        LeaderChild, Leasable, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park,
+        ParkStatus, Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs,
+        StartChild, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus,
+        Tick, TickRecord,
     },
 };
 
@@ -4922,4 +4922,512 @@ async fn running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settl
         s.running_leader_ids("", 10).await.unwrap(),
         ["r01", "r04", "r07", "r08"]
     );
+}
+
+// ---- Named task queues: leasing per queue, a queue's backlog, the sweep of runs leasable for a
+// while, the dispatcher's lease of a named run and its release of a lease never received. ----
+
+every_dialect!(
+    runs_of_one_queue_are_never_leased_from_another,
+    a_submit_that_names_no_queue_lands_in_the_default_queue,
+    of_concurrent_leases_of_one_named_run_exactly_one_wins,
+    a_lease_of_a_named_run_loses_for_a_held_parked_ended_or_missing_run_and_writes_nothing,
+    a_queue_backlog_lists_its_leasable_runs_oldest_first_and_nothing_else,
+    unleased_since_counts_from_when_a_run_last_became_leasable,
+    release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_epoch,
+    a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out,
+    the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions,
+);
+
+/// Admits `task` into `session` (anonymous owner) on `queue` and asserts it was created.
+async fn admit_in<S: AdmissionStore>(s: &S, task: &str, session: &str, queue: &str, now: i64) {
+    let out = s
+        .create_run(&NewRun {
+            queue,
+            ..new_run(task, session, None, now)
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, CreateRun::Created, "admitting {task} on {queue}");
+}
+
+/// The task ids of leasable runs, in the order read.
+fn ids(runs: &[Leasable]) -> Vec<&str> {
+    runs.iter().map(|r| r.task_id.as_str()).collect()
+}
+
+async fn runs_of_one_queue_are_never_leased_from_another<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "a_old", "s1", "a", NOW).await;
+    admit_in(&s, "b_old", "s2", "b", NOW + 1).await;
+    admit_in(&s, "a_young", "s3", "a", NOW + 2).await;
+    admit(&s, "d1", "s4", None, NOW).await;
+    // Oldest first within the queue, never a run of another queue, however old.
+    let lease = |runner: &'static str, queue: &'static str, now: i64| {
+        let s = &s;
+        async move {
+            s.lease(runner, queue, now, 8)
+                .await
+                .unwrap()
+                .map(|l| l.task_id)
+        }
+    };
+    assert_eq!(lease("r1", "b", NOW + 10).await.as_deref(), Some("b_old"));
+    assert_eq!(lease("r2", "b", NOW + 10).await, None);
+    assert_eq!(lease("r3", "a", NOW + 10).await.as_deref(), Some("a_old"));
+    assert_eq!(lease("r4", "a", NOW + 10).await.as_deref(), Some("a_young"));
+    assert_eq!(lease("r5", "a", NOW + 10).await, None);
+    assert_eq!(lease("r6", "c", NOW + 10).await, None);
+    assert_eq!(
+        lease("r7", "A", NOW + 10).await,
+        None,
+        "queue names are case-sensitive"
+    );
+    assert_eq!(
+        lease("r8", DEFAULT_QUEUE, NOW + 10).await.as_deref(),
+        Some("d1")
+    );
+    for (task, holder) in [
+        ("a_old", "r3"),
+        ("a_young", "r4"),
+        ("b_old", "r1"),
+        ("d1", "r8"),
+    ] {
+        let run = s.get_run(task).await.unwrap().unwrap();
+        assert_eq!((run.held_by.as_deref(), run.lease_epoch), (Some(holder), 1));
+    }
+}
+
+async fn a_submit_that_names_no_queue_lands_in_the_default_queue<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let (_, body): (_, sema_core::wire::SubmitRunBody) =
+        sema_core::wire::parse_body(br#"{"sessionId":"s1","objective":"do it"}"#).unwrap();
+    let submit = body.validate().unwrap();
+    assert_eq!(submit.queue, DEFAULT_QUEUE);
+    s.create_run(&NewRun {
+        queue: &submit.queue,
+        ..new_run("t1", submit.session_id.as_str(), None, NOW)
+    })
+    .await
+    .unwrap();
+    // A row written without naming the column (an operator's insert) is in the default queue too.
+    fx.raw(
+        "INSERT INTO task_run (task_id, session_id, instance_id, status, objective, \
+         objective_preview, meta, heartbeat_at, created_at, updated_at) \
+         VALUES ('t2', 's2', 'i', 'running', 'o', 'o', '{}', 1, 1, 1)",
+    );
+    for task in ["t1", "t2"] {
+        assert_eq!(s.get_run(task).await.unwrap().unwrap().queue, "default");
+    }
+    assert_eq!(
+        ids(&s.queue_backlog(DEFAULT_QUEUE, 10).await.unwrap()),
+        ["t2", "t1"]
+    );
+    let lease = s.lease("r1", DEFAULT_QUEUE, NOW + 1, 8).await.unwrap();
+    assert_eq!(lease.map(|l| l.task_id).as_deref(), Some("t2"));
+}
+
+async fn of_concurrent_leases_of_one_named_run_exactly_one_wins<F: Fixture + Sync>(fx: &F) {
+    for round in 0..5 {
+        let task = format!("race{round}");
+        admit_in(&fx.store(), &task, &format!("s{round}"), "q", NOW + round).await;
+        let barrier = std::sync::Barrier::new(4);
+        let won: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["runner-a", "runner-b", "runner-c", "runner-d"]
+                .iter()
+                .map(|runner| {
+                    let (barrier, task) = (&barrier, &task);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(store.lease_run(task, runner, NOW + 10))
+                            .unwrap()
+                            .map(|lease| (*runner, lease))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = won.into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        let (runner, lease) = &won[0];
+        assert_eq!(
+            (lease.task_id.as_str(), lease.lease_epoch),
+            (task.as_str(), 1)
+        );
+        let run = fx.store().get_run(&task).await.unwrap().unwrap();
+        assert_eq!(
+            (run.held_by.as_deref(), run.lease_epoch, run.lease_acked),
+            (Some(*runner), 1, false)
+        );
+    }
+}
+
+async fn a_lease_of_a_named_run_loses_for_a_held_parked_ended_or_missing_run_and_writes_nothing<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // A leasable run of any queue is leased by name, with everything a lease carries.
+    admit_in(&s, "free", "s0", "b", NOW).await;
+    let lease = s.lease_run("free", "r1", NOW + 1).await.unwrap().unwrap();
+    assert_eq!(
+        (lease.task_id.as_str(), lease.session_id.as_str()),
+        ("free", "s0")
+    );
+    assert_eq!(
+        (lease.lease_epoch, lease.last_seq, lease.objective.as_str()),
+        (1, 0, "do the thing")
+    );
+    assert_eq!(lease.resume, None);
+    let run = s.get_run("free").await.unwrap().unwrap();
+    assert_eq!(
+        (run.held_by.as_deref(), run.heartbeat_at, run.updated_at),
+        (Some("r1"), Some(NOW + 1), NOW + 1)
+    );
+    // Held (by another runner, or by the caller itself): lost.
+    admit(&s, "parked", "s1", None, NOW).await;
+    assert!(park(fx, &s, "parked", ParkStatus::Suspended, NOW + 1).await);
+    admit(&s, "done", "s2", None, NOW).await;
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    admit(&s, "cancelled", "s3", None, NOW).await;
+    s.cancel("cancelled", NOW + 1).await.unwrap();
+    for task in ["free", "parked", "done", "cancelled"] {
+        let before = s.get_run(task).await.unwrap().unwrap();
+        for runner in ["r2", "r1"] {
+            assert_eq!(
+                s.lease_run(task, runner, NOW + 5).await.unwrap(),
+                None,
+                "{task} by {runner}"
+            );
+        }
+        assert_eq!(s.get_run(task).await.unwrap().unwrap(), before, "{task}");
+    }
+    assert_eq!(s.lease_run("missing", "r2", NOW + 5).await.unwrap(), None);
+    assert!(s.get_run("missing").await.unwrap().is_none());
+}
+
+async fn a_queue_backlog_lists_its_leasable_runs_oldest_first_and_nothing_else<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "a_tie2", "s1", "a", NOW + 2).await;
+    admit_in(&s, "a_mid", "s2", "a", NOW + 1).await;
+    admit_in(&s, "a_tie1", "s3", "a", NOW + 2).await;
+    admit_in(&s, "a_old", "s4", "a", NOW).await;
+    admit_in(&s, "b_1", "s5", "b", NOW - 10).await;
+    // Not leasable: held, parked, ended, cancelled.
+    for (i, task) in ["a_held", "a_parked", "a_done", "a_cancelled"]
+        .into_iter()
+        .enumerate()
+    {
+        admit_in(&s, task, &format!("x{i}"), "a", NOW - 5).await;
+    }
+    s.lease_run("a_held", "r1", NOW + 3).await.unwrap().unwrap();
+    assert!(park(fx, &s, "a_parked", ParkStatus::NeedsReview, NOW + 3).await);
+    s.set_terminal(&terminal("a_done", TerminalStatus::Failed, NOW + 3))
+        .await
+        .unwrap();
+    s.cancel("a_cancelled", NOW + 3).await.unwrap();
+
+    let backlog = s.queue_backlog("a", 10).await.unwrap();
+    assert_eq!(ids(&backlog), ["a_old", "a_mid", "a_tie1", "a_tie2"]);
+    assert_eq!(
+        backlog[0],
+        Leasable {
+            task_id: "a_old".into(),
+            queue: "a".into(),
+            created_at: NOW
+        }
+    );
+    assert!(backlog.iter().all(|r| r.queue == "a"));
+    assert_eq!(
+        ids(&s.queue_backlog("a", 2).await.unwrap()),
+        ["a_old", "a_mid"]
+    );
+    assert_eq!(ids(&s.queue_backlog("b", 10).await.unwrap()), ["b_1"]);
+    assert!(s.queue_backlog("c", 10).await.unwrap().is_empty());
+    assert!(s.queue_backlog(DEFAULT_QUEUE, 10).await.unwrap().is_empty());
+    // The backlog is the order leases take: the oldest goes first.
+    let lease = s.lease("r2", "a", NOW + 4, 8).await.unwrap().unwrap();
+    assert_eq!(lease.task_id, "a_old");
+    assert_eq!(
+        ids(&s.queue_backlog("a", 10).await.unwrap()),
+        ["a_mid", "a_tie1", "a_tie2"]
+    );
+}
+
+async fn unleased_since_counts_from_when_a_run_last_became_leasable<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    // Admitted: leasable since admission.
+    admit_in(&s, "x", "s1", "a", NOW).await;
+    admit_in(&s, "y", "s2", "b", NOW + 10).await;
+    // Held: never listed while held.
+    admit_in(&s, "held", "s3", "a", NOW).await;
+    let held = s.lease_run("held", "r9", NOW + 1).await.unwrap().unwrap();
+    assert!(s
+        .heartbeat(&beat_by("held", held.lease_epoch, "r9", "d1", NOW + 2))
+        .await
+        .unwrap()
+        .is_some());
+    // Requeued at NOW + 20 (an unacknowledged lease taken at NOW + 1).
+    admit_in(&s, "requeued", "s4", "b", NOW).await;
+    s.lease_run("requeued", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap();
+    // Resumed at NOW + 30 (parked at NOW + 1).
+    admit_in(&s, "resumed", "s5", "a", NOW).await;
+    assert!(park(fx, &s, "resumed", ParkStatus::Suspended, NOW + 1).await);
+    // Released at NOW + 40 (an unacknowledged lease taken at NOW + 2).
+    admit_in(&s, "released", "s6", "c", NOW).await;
+    let released = s
+        .lease_run("released", "r2", NOW + 2)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let since = |before: i64, limit: i64| {
+        let s = &s;
+        async move { s.unleased_since(before, limit).await.unwrap() }
+    };
+    assert!(since(NOW, 10).await.is_empty(), "strictly before");
+    assert_eq!(ids(&since(NOW + 1, 10).await), ["x"]);
+    assert_eq!(ids(&since(NOW + 11, 10).await), ["x", "y"]);
+
+    assert_eq!(
+        requeue(&s, NOW + 2, NOW + 20, 10).await.unwrap(),
+        pairs(&[("s4", "requeued")])
+    );
+    assert_eq!(ids(&since(NOW + 20, 10).await), ["x", "y"]);
+    assert_eq!(ids(&since(NOW + 21, 10).await), ["x", "y", "requeued"]);
+
+    approve(&s, "s5", NOW + 30).await;
+    assert_eq!(ids(&since(NOW + 30, 10).await), ["x", "y", "requeued"]);
+    assert_eq!(
+        ids(&since(NOW + 31, 10).await),
+        ["x", "y", "requeued", "resumed"]
+    );
+
+    assert!(s
+        .release_lease("released", "r2", released.lease_epoch, NOW + 40)
+        .await
+        .unwrap());
+    assert_eq!(ids(&since(NOW + 40, 10).await).len(), 4);
+    let all = since(NOW + 41, 10).await;
+    assert_eq!(ids(&all), ["x", "y", "requeued", "resumed", "released"]);
+    // Each with its queue and admission time, for its dispatcher.
+    assert_eq!(
+        all.iter()
+            .map(|r| (r.queue.as_str(), r.created_at))
+            .collect::<Vec<_>>(),
+        [
+            ("a", NOW),
+            ("b", NOW + 10),
+            ("b", NOW),
+            ("a", NOW),
+            ("c", NOW)
+        ]
+    );
+    // At most `limit`, the longest-waiting first.
+    assert_eq!(ids(&since(NOW + 41, 2).await), ["x", "y"]);
+    // A lease takes a run out of the sweep (queue b's oldest by admission: the requeued one).
+    let lease = s.lease("r3", "b", NOW + 50, 8).await.unwrap().unwrap();
+    assert_eq!(lease.task_id, "requeued");
+    assert_eq!(
+        ids(&since(NOW + 100, 10).await),
+        ["x", "y", "resumed", "released"]
+    );
+}
+
+async fn release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_epoch<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit_in(&s, "t1", "s1", "q", NOW).await;
+    let e = s
+        .lease_run("t1", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let held = s.get_run("t1").await.unwrap().unwrap();
+    // Another runner, another epoch, an epoch below 1, another run: nothing written.
+    for (runner, epoch) in [
+        ("r2", e),
+        ("r1", e + 1),
+        ("r1", e - 1),
+        ("r1", 0),
+        ("r1", -1),
+    ] {
+        assert!(
+            !s.release_lease("t1", runner, epoch, NOW + 2).await.unwrap(),
+            "{runner} at {epoch}"
+        );
+    }
+    assert!(!s.release_lease("nope", "r1", e, NOW + 2).await.unwrap());
+    assert_eq!(s.get_run("t1").await.unwrap().unwrap(), held);
+    // The holder at its epoch, unacknowledged: released; the epoch stays.
+    assert!(s.release_lease("t1", "r1", e, NOW + 3).await.unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.held_by,
+            run.lease_epoch,
+            run.lease_acked,
+            run.heartbeat_at,
+            run.updated_at
+        ),
+        ("running", None, e, false, Some(NOW + 3), NOW + 3)
+    );
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t1"),
+        "the claim stays"
+    );
+    assert!(
+        !s.release_lease("t1", "r1", e, NOW + 4).await.unwrap(),
+        "once"
+    );
+    // An acknowledged lease is never released (its runner received it).
+    let e2 = s
+        .lease_run("t1", "r2", NOW + 5)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert_eq!(e2, e + 1);
+    assert!(s
+        .heartbeat(&beat_by("t1", e2, "r2", "d1", NOW + 6))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(!s.release_lease("t1", "r2", e2, NOW + 7).await.unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.held_by.as_deref(), run.lease_acked),
+        (Some("r2"), true)
+    );
+    // Parked and ended runs have no lease to release.
+    admit(&s, "parked", "s2", None, NOW).await;
+    assert!(park(fx, &s, "parked", ParkStatus::Suspended, NOW + 1).await);
+    let parked = s.get_run("parked").await.unwrap().unwrap();
+    assert!(!s
+        .release_lease("parked", "parker", parked.lease_epoch, NOW + 2)
+        .await
+        .unwrap());
+    admit(&s, "done", "s3", None, NOW).await;
+    let e3 = s
+        .lease_run("done", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 2))
+        .await
+        .unwrap();
+    assert!(!s.release_lease("done", "r1", e3, NOW + 3).await.unwrap());
+    assert_eq!(status_of(&s, "done").await, "completed");
+}
+
+async fn a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "t1", "s1", "q", NOW).await;
+    let e = s
+        .lease("r1", "q", NOW + 1, 8)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert!(s.queue_backlog("q", 10).await.unwrap().is_empty());
+    assert!(s.release_lease("t1", "r1", e, NOW + 2).await.unwrap());
+    // Leasable again, from its queue.
+    assert_eq!(ids(&s.queue_backlog("q", 10).await.unwrap()), ["t1"]);
+    // The old holder's writes are fenced out while nobody holds it...
+    assert_refused(&s, "t1", e, "r1", NOW + 3).await;
+    // ...and once another runner holds it under the next epoch.
+    let lease = s.lease("r2", "q", NOW + 4, 8).await.unwrap().unwrap();
+    assert_eq!((lease.task_id.as_str(), lease.lease_epoch), ("t1", e + 1));
+    assert_refused(&s, "t1", e, "r1", NOW + 5).await;
+    // Even the same runner leasing it again gets a new epoch; its old one stays fenced out.
+    assert!(s.release_lease("t1", "r2", e + 1, NOW + 6).await.unwrap());
+    let again = s.lease_run("t1", "r1", NOW + 7).await.unwrap().unwrap();
+    assert_eq!(again.lease_epoch, e + 2);
+    assert_refused(&s, "t1", e, "r1", NOW + 8).await;
+    // The new lease works: a heartbeat acknowledges it, the finish ends the run.
+    assert!(s
+        .heartbeat(&beat("t1", e + 2, "d1", NOW + 9))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        s.finish_run(&finish("t1", e + 2, TerminalStatus::Completed, NOW + 10))
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert!(s.queue_backlog("q", 10).await.unwrap().is_empty());
+}
+
+async fn the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let queue = "Gpu-Q.1_x";
+    admit_in(&s, "t1", "s1", queue, NOW).await;
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(run.queue, queue);
+    let staleness = sema_core::liveness::Staleness {
+        held_ms: 60_000,
+        queued_ms: 60_000,
+        lease_ack_ms: 60_000,
+    };
+    let face: serde_json::Value =
+        serde_json::from_str(&sema_core::answer::face(&run, NOW + 1, &staleness)).unwrap();
+    assert_eq!(face["queue"], queue);
+    let listed = s
+        .list_runs(&ListScope::All, Some("s1"), None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed[0].queue, queue);
+    // A queue name is case-sensitive in every engine.
+    assert!(s.queue_backlog("gpu-q.1_x", 10).await.unwrap().is_empty());
+    assert_eq!(ids(&s.queue_backlog(queue, 10).await.unwrap()), ["t1"]);
+    // A resumed run is leasable again from its queue: the decision names it. A wake's new run
+    // follows the run it wakes: the ending names that run's queue.
+    assert!(park(fx, &s, "t1", ParkStatus::Suspended, NOW + 1).await);
+    match decide(
+        &s,
+        DecidePath::Approvals,
+        GateScope::Session("s1"),
+        Decision::Approve,
+        None,
+        NOW + 2,
+    )
+    .await
+    {
+        Decided::Resumed { queue: q, .. } => assert_eq!(q, queue),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "task_done", None, NOW + 3).await,
+        Parked::Parked { .. }
+    ));
+    match decide(
+        &s,
+        DecidePath::Wake,
+        GateScope::Session("s1"),
+        Decision::Wake,
+        None,
+        NOW + 4,
+    )
+    .await
+    {
+        Decided::Ended { queue: q, .. } => assert_eq!(q, queue),
+        other => panic!("{other:?}"),
+    }
+    // The cancel's read-back carries it too.
+    admit_in(&s, "t2", "s2", queue, NOW).await;
+    let cancelled = s.cancel("t2", NOW + 1).await.unwrap();
+    assert_eq!(cancelled.run.unwrap().queue, queue);
 }
