@@ -145,12 +145,14 @@ impl DispatchDo {
             futures_util::future::Either::Left((Ok(got), _)) => Ok(leased(cx, got)),
             futures_util::future::Either::Left((Err(_), _)) => Ok(DispatchReply::Empty),
             futures_util::future::Either::Right((_, rx)) => {
-                let mut waiters = self.waiters.borrow_mut();
-                if let Some(at) = waiters.iter().position(|w| w.id == id) {
-                    waiters.remove(at);
+                let removed = {
+                    let mut waiters = self.waiters.borrow_mut();
+                    let at = waiters.iter().position(|w| w.id == id);
+                    at.and_then(|at| waiters.remove(at)).is_some()
+                };
+                if removed {
                     return Ok(DispatchReply::Empty);
                 }
-                drop(waiters);
                 // A lease for this runner is being written right now: take its outcome.
                 Ok(match rx.await {
                     Ok(got) => leased(cx, got),

@@ -21,8 +21,8 @@ use sema_core::{
     reaper::{self, Cutoffs, TickSummary},
     session_protocol::SessionCall,
     store::{
-        LeaderRunStore, ReapReport, ReaperStore, SessionTask, StaleCutoffs, SweepWindow, Tick,
-        TickRecord,
+        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionTask, StaleCutoffs,
+        SweepWindow, Tick, TickRecord,
     },
 };
 use worker::Env;

@@ -16,7 +16,6 @@ use sema_core::{
     store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
-use std::time::Duration;
 use worker::{Request, Response};
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or

@@ -137,6 +137,7 @@ impl SessionDo {
                 task_id,
                 kind,
                 status,
+                queue,
                 ..
             } => {
                 self.forget_claim_of(&task_id).await?;
@@ -145,9 +146,13 @@ impl SessionDo {
                 self.publish_closing_done(cx, run.as_ref()).await?;
                 let woken = match wake {
                     None => None,
-                    Some(input) => Some(Box::new(match self.admit(cx, &input).await {
-                        Ok(admission) => SessionReply::Admitted(admission),
-                        Err(refusal) => refusal.into_reply(),
+                    Some(mut input) => Some(Box::new({
+                        // A wake's run follows in the queue of the run it wakes from.
+                        input.queue = queue;
+                        match self.admit(cx, &input).await {
+                            Ok(admission) => SessionReply::Admitted(admission),
+                            Err(refusal) => refusal.into_reply(),
+                        }
                     })),
                 };
                 Ok(SessionReply::Decided {
