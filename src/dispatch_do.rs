@@ -1,24 +1,28 @@
 //! `DispatchDo`: one Durable Object per task queue, holding the runners that wait for a run of it
-//! and the runs it knows to be leasable (`sema_core::dispatch`). When both exist it leases the
-//! oldest run to the longest-waiting runner at once: the lease is the store's fenced compare-and-set
-//! on that run (`lease_run`), written here, and its body goes to the waiting request.
+//! and the runs it knows to be leasable (`sema_core::dispatch`). When both exist it offers the
+//! oldest run to the longest-waiting runner at once; that runner's own request then writes the lease
+//! (the store's fenced compare-and-set, `lease_run`) and tells the object it tried (`Taken`, after
+//! its response). The object itself writes nothing to D1.
 //!
-//! Concurrency: the object runs one call at a time between awaits. Waiters and the backlog are only
-//! touched in short borrows, never across an await, so two `serve` passes (a notice and a new waiter
-//! at once) each pop distinct waiters and distinct runs. A lost compare-and-set (another runner or
-//! an older path took the run, or it ended) puts the waiter back at the front and tries the next
-//! run. A waiter whose request is gone (its receiver dropped: the runner disconnected or its wait
-//! ran out) is skipped before a lease is written; if it goes while its lease is being written, the
-//! lease is undone by a fenced release (only while unacknowledged, at that epoch), so a runner that
-//! left never holds a run.
+//! A runner that disconnects mid-wait: the runtime does not cancel a request whose client left
+//! while it awaits (measured with workerd), so its request may still win the lease. The object
+//! follows every handout (`sema_core::dispatch::Offers`): an offer no request took up lapses after
+//! `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
+//! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
+//! offered again — on the object's alarm, not the reaper's next tick. The gone runner never ran
+//! anything of it; a live one acknowledges long before.
 //!
-//! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold
-//! (a new object, or an overflowed backlog); afterwards it is kept current by notices.
+//! Concurrency: the object runs one call at a time between awaits, and `serve` has no await at all,
+//! so offers are made in order: oldest run to longest-waiting runner. A lost compare-and-set in the
+//! runner's request (another path leased the run, or it ended) sends that request back to wait.
+//!
+//! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold (a new
+//! object, or an overflowed backlog); afterwards notices keep it current.
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, platform};
 use futures_channel::oneshot;
 use sema_core::{
-    dispatch::{self, Backlog, DispatchCall, DispatchReply, Ready},
+    dispatch::{self, Backlog, DispatchCall, DispatchReply, Offers, Ready},
     error::ErrorCode,
     store::{RunReadStore, RunnerStore},
     ApiError,
@@ -29,22 +33,21 @@ use std::{
 };
 use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
 
-/// A runner waiting for a lease.
+/// A runner waiting for a run.
 struct Waiter {
     id: u64,
-    runner_id: String,
-    /// The lease body and the D1 cost of writing it (charged to the runner's request).
-    tx: oneshot::Sender<(String, String)>,
+    /// Receives the task id offered to it.
+    tx: oneshot::Sender<String>,
 }
 
 #[durable_object]
 pub struct DispatchDo {
-    #[allow(dead_code)]
     state: State,
     env: Env,
     /// The queue this object serves (learnt from its first call; every call names it).
     queue: RefCell<String>,
     backlog: RefCell<Backlog>,
+    offers: RefCell<Offers>,
     waiters: RefCell<VecDeque<Waiter>>,
     next_id: Cell<u64>,
 }
@@ -56,6 +59,7 @@ impl DurableObject for DispatchDo {
             env,
             queue: RefCell::new(String::new()),
             backlog: RefCell::new(Backlog::new()),
+            offers: RefCell::new(Offers::default()),
             waiters: RefCell::new(VecDeque::new()),
             next_id: Cell::new(0),
         }
@@ -78,6 +82,12 @@ impl DurableObject for DispatchDo {
         let _ = headers.set(METER_HEADER, &cx.meter.header());
         Ok(Response::ok(body)?.with_headers(headers))
     }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        // Due handouts: lapsed offers and unacknowledged leases go back to the next runner.
+        self.reclaim(&Cx::new(self.env.clone())).await;
+        Response::empty()
+    }
 }
 
 impl DispatchDo {
@@ -85,21 +95,37 @@ impl DispatchDo {
         match call {
             DispatchCall::Wait {
                 queue,
-                runner_id,
+                runner_id: _,
                 wait_ms,
             } => {
                 self.learn(queue);
-                self.wait(cx, runner_id, wait_ms).await
+                self.reclaim(cx).await;
+                self.wait(cx, wait_ms).await
             }
             DispatchCall::Notify { queue, runs } => {
                 self.learn(queue);
                 self.backlog.borrow_mut().add(runs);
-                let handed = self.serve(cx).await?;
+                self.reclaim(cx).await;
+                let handed = self.serve().await;
                 Ok(DispatchReply::Noted { handed })
+            }
+            DispatchCall::Taken {
+                queue,
+                task_id,
+                lease,
+            } => {
+                self.learn(queue);
+                let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+                self.offers
+                    .borrow_mut()
+                    .taken(&task_id, lease, platform::now_ms(), ack_ms);
+                self.arm().await;
+                Ok(DispatchReply::Settled)
             }
             DispatchCall::Stats => Ok(DispatchReply::Stats {
                 waiters: self.waiters.borrow().len(),
                 backlog: self.backlog.borrow().len(),
+                offered: self.offers.borrow().len(),
                 cold: self.backlog.borrow().is_cold(),
             }),
         }
@@ -112,13 +138,55 @@ impl DispatchDo {
         }
     }
 
-    /// Registers the runner, serves, and waits for its lease or the end of `wait_ms`.
-    async fn wait(
-        &self,
-        cx: &Cx,
-        runner_id: String,
-        wait_ms: u64,
-    ) -> Result<DispatchReply, Failure> {
+    /// Takes the due handouts back: a lapsed offer returns to the backlog; a lease its runner has
+    /// not acknowledged is released (fenced: that runner, that epoch, still unacknowledged) and its
+    /// run returns too. Then serves, and keeps the alarm at the next due time. Failures are logged
+    /// (the reaper's requeue of unacknowledged leases is the backstop).
+    async fn reclaim(&self, cx: &Cx) {
+        let now = platform::now_ms();
+        let due = self.offers.borrow_mut().due(now);
+        if !due.is_empty() {
+            let store = match cx.store() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    worker::console_error!("dispatch reclaim: {e:?}");
+                    None
+                }
+            };
+            for h in due {
+                let back = match (&h.lease, &store) {
+                    (None, _) => true,
+                    (Some((runner, epoch)), Some(store)) => store
+                        .release_lease(&h.ready.task_id, runner, *epoch, now)
+                        .await
+                        .unwrap_or_else(|e| {
+                            worker::console_error!("dispatch release: {e:?}");
+                            false
+                        }),
+                    (Some(_), None) => false,
+                };
+                if back {
+                    self.backlog.borrow_mut().add([h.ready]);
+                }
+            }
+            self.serve().await;
+        }
+        self.arm().await;
+    }
+
+    /// The alarm at the next lapse of an open offer (none: no alarm needed).
+    async fn arm(&self) {
+        let next = self.offers.borrow().next_due();
+        if let Some(at) = next {
+            let offset = (at - platform::now_ms()).max(1);
+            if let Err(e) = self.state.storage().set_alarm(offset).await {
+                worker::console_error!("dispatch alarm: {e:?}");
+            }
+        }
+    }
+
+    /// Registers the runner, serves, and waits for an offer or the end of `wait_ms`.
+    async fn wait(&self, cx: &Cx, wait_ms: u64) -> Result<DispatchReply, Failure> {
         if self.waiters.borrow().len() >= dispatch::MAX_WAITERS {
             return Err(ApiError::new(
                 ErrorCode::TooManyWaiting,
@@ -130,122 +198,81 @@ impl DispatchDo {
             .with("limit", &dispatch::MAX_WAITERS)
             .into());
         }
+        if self.backlog.borrow().needs_refill() {
+            self.refill(cx).await?;
+        }
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, mut rx) = oneshot::channel();
-        self.waiters
-            .borrow_mut()
-            .push_back(Waiter { id, runner_id, tx });
-        self.serve(cx).await?;
-        if let Ok(Some(got)) = rx.try_recv() {
-            return Ok(leased(cx, got));
+        self.waiters.borrow_mut().push_back(Waiter { id, tx });
+        self.serve().await;
+        if let Ok(Some(task_id)) = rx.try_recv() {
+            return Ok(DispatchReply::Offered { task_id });
         }
         let timeout = worker::Delay::from(std::time::Duration::from_millis(wait_ms));
         match futures_util::future::select(rx, Box::pin(timeout)).await {
-            futures_util::future::Either::Left((Ok(got), _)) => Ok(leased(cx, got)),
+            futures_util::future::Either::Left((Ok(task_id), _)) => {
+                Ok(DispatchReply::Offered { task_id })
+            }
             futures_util::future::Either::Left((Err(_), _)) => Ok(DispatchReply::Empty),
-            futures_util::future::Either::Right((_, rx)) => {
-                let removed = {
+            futures_util::future::Either::Right((_, mut rx)) => {
+                // Offers are made without an await, so this waiter is either still queued or
+                // already holds its offer.
+                {
                     let mut waiters = self.waiters.borrow_mut();
-                    let at = waiters.iter().position(|w| w.id == id);
-                    at.and_then(|at| waiters.remove(at)).is_some()
-                };
-                if removed {
-                    return Ok(DispatchReply::Empty);
+                    if let Some(at) = waiters.iter().position(|w| w.id == id) {
+                        waiters.remove(at);
+                    }
                 }
-                // A lease for this runner is being written right now: take its outcome.
-                Ok(match rx.await {
-                    Ok(got) => leased(cx, got),
-                    Err(_) => DispatchReply::Empty,
+                Ok(match rx.try_recv() {
+                    Ok(Some(task_id)) => DispatchReply::Offered { task_id },
+                    _ => DispatchReply::Empty,
                 })
             }
         }
     }
 
-    /// Hands the oldest leasable runs to the longest-waiting live runners; how many it handed.
-    async fn serve(&self, cx: &Cx) -> Result<usize, Failure> {
-        let store = cx.store()?;
-        let mut handed = 0;
+    /// Reads the queue's oldest leasable runs from D1 into the backlog (cold memory only).
+    async fn refill(&self, cx: &Cx) -> Result<(), Failure> {
+        let queue = self.queue.borrow().clone();
+        let rows = cx.store()?.queue_backlog(&queue, dispatch::REFILL).await?;
+        let ready = rows
+            .into_iter()
+            .map(|r| Ready {
+                since: r.created_at,
+                task_id: r.task_id,
+            })
+            .collect();
+        self.backlog.borrow_mut().refilled(ready, dispatch::REFILL);
+        Ok(())
+    }
+
+    /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
+    /// await between taking a waiter and a run, so offers never interleave.
+    async fn serve(&self) -> usize {
+        let now = platform::now_ms();
+        let mut offered = 0;
         loop {
-            let waiter = {
-                let mut w = self.waiters.borrow_mut();
-                loop {
-                    match w.pop_front() {
-                        Some(x) if x.tx.is_canceled() => continue,
-                        other => break other,
-                    }
-                }
-            };
-            let Some(waiter) = waiter else {
+            let Some(waiter) = self.waiters.borrow_mut().pop_front() else {
                 break;
             };
-            if self.backlog.borrow().needs_refill() {
-                let queue = self.queue.borrow().clone();
-                let rows = match store.queue_backlog(&queue, dispatch::REFILL).await {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        self.waiters.borrow_mut().push_front(waiter);
-                        return Err(e.into());
-                    }
-                };
-                let ready = rows
-                    .into_iter()
-                    .map(|r| Ready {
-                        since: r.created_at,
-                        task_id: r.task_id,
-                    })
-                    .collect();
-                self.backlog.borrow_mut().refilled(ready, dispatch::REFILL);
-            }
-            let next = self.backlog.borrow_mut().pop();
-            let Some(ready) = next else {
+            let Some(ready) = self.backlog.borrow_mut().pop() else {
                 self.waiters.borrow_mut().push_front(waiter);
                 break;
             };
-            let now = platform::now_ms();
-            // Metered apart: the lease write is the cost of the runner's request, whoever serves.
-            let lease_cx = Cx::new(self.env.clone());
-            let lease = match lease_cx
-                .store()?
-                .lease_run(&ready.task_id, &waiter.runner_id, now)
-                .await
-            {
-                Ok(lease) => lease,
-                Err(e) => {
-                    self.waiters.borrow_mut().push_front(waiter);
-                    self.backlog.borrow_mut().add([ready]);
-                    return Err(e.into());
-                }
-            };
-            let Some(lease) = lease else {
-                // Taken by another runner, parked or ended: the waiter tries the next run.
-                self.waiters.borrow_mut().push_front(waiter);
-                continue;
-            };
-            let runner_id = waiter.runner_id.clone();
-            if waiter
-                .tx
-                .send((dispatch::lease_body(&lease), lease_cx.meter.header()))
-                .is_err()
-            {
-                // The runner left while its lease was written: undo it (fenced) and offer the run
-                // to the next waiter.
-                store
-                    .release_lease(&lease.task_id, &runner_id, lease.lease_epoch, now)
-                    .await?;
+            if waiter.tx.send(ready.task_id.clone()).is_err() {
+                // That wait already ended: the run goes to the next runner.
                 self.backlog.borrow_mut().add([ready]);
                 continue;
             }
-            handed += 1;
+            self.offers.borrow_mut().offer(ready, now);
+            offered += 1;
         }
-        Ok(handed)
+        if offered > 0 {
+            self.arm().await;
+        }
+        offered
     }
-}
-
-/// A lease handed over: its body, with the cost of writing it added to this request's meter.
-fn leased(cx: &Cx, (body, cost): (String, String)) -> DispatchReply {
-    cx.meter.add_header(&cost);
-    DispatchReply::Leased { body }
 }
 
 /// Sends `call` to the dispatcher of `queue`.
@@ -268,12 +295,13 @@ pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchR
 }
 
 /// Tells the dispatcher of `queue` that `runs` became leasable; failures are logged (the cron's
-/// sweep announces them again). `SEMA_TEST_DROP_NOTICES = "1"` (a test Worker's knob, never in the
-/// repository's config) drops every notice, to prove the sweep.
+/// sweep announces them again). Test hook: `SEMA_TEST_DROP_NOTICES_QUEUE` (a test Worker's knob,
+/// never in the repository's config) names one queue whose admission notices are dropped, to prove
+/// that the sweep alone delivers them.
 pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
     if env
-        .var("SEMA_TEST_DROP_NOTICES")
-        .is_ok_and(|v| v.to_string() == "1")
+        .var("SEMA_TEST_DROP_NOTICES_QUEUE")
+        .is_ok_and(|v| v.to_string() == queue)
     {
         return;
     }
@@ -286,6 +314,21 @@ pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
         Ok(DispatchReply::Noted { .. }) => {}
         Ok(other) => worker::console_error!("dispatch notice to {queue}: {other:?}"),
         Err(f) => worker::console_error!("dispatch notice to {queue} failed: {f:?}"),
+    }
+}
+
+/// Tells the dispatcher of `queue` how the offer of `task_id` went: the lease this request won, or
+/// none (logged on failure: the offer then lapses and the run is offered again, where a lease write
+/// simply loses if it was taken).
+pub async fn settle(env: &Env, queue: &str, task_id: &str, lease: Option<(String, i64)>) {
+    let cx = Cx::new(env.clone());
+    let taken = DispatchCall::Taken {
+        queue: queue.to_owned(),
+        task_id: task_id.to_owned(),
+        lease,
+    };
+    if let Err(f) = call(&cx, queue, &taken).await {
+        worker::console_error!("dispatch: settling the offer of {task_id} failed: {f:?}");
     }
 }
 

@@ -33,9 +33,9 @@ mod session_do;
 async fn fetch(
     req: worker::Request,
     env: worker::Env,
-    _ctx: worker::Context,
+    ctx: worker::Context,
 ) -> worker::Result<worker::Response> {
-    Ok(http::handle(req, env).await)
+    Ok(http::handle(req, env, ctx).await)
 }
 
 #[cfg(target_arch = "wasm32")]

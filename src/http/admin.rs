@@ -31,18 +31,22 @@ pub async fn session(cx: &Cx, session_id: &str) -> Result<Response, Failure> {
     reply::render(cx, client::call(cx, session_id, &SessionCall::Stats).await?)
 }
 
-/// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, cold}` of the queue's dispatcher.
+/// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, offered, cold}` of the queue's dispatcher.
 pub async fn queue(cx: &Cx, queue: &str) -> Result<Response, Failure> {
     match crate::dispatch_do::call(cx, queue, &DispatchCall::Stats).await? {
         DispatchReply::Stats {
             waiters,
             backlog,
+            offered,
             cold,
         } => Ok(json(
             200,
-            serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog, "cold": cold})
-                .to_string(),
+            serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
+                "offered": offered, "cold": cold})
+            .to_string(),
         )),
-        other => Err(Failure::Infra(format!("unexpected dispatch reply {other:?}"))),
+        other => Err(Failure::Infra(format!(
+            "unexpected dispatch reply {other:?}"
+        ))),
     }
 }

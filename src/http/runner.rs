@@ -8,7 +8,7 @@
 use super::{body::json_body, error::json, reply};
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
-    dispatch::{DispatchCall, DispatchReply},
+    dispatch::{self, DispatchCall, DispatchReply},
     hex,
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
@@ -19,26 +19,55 @@ use sema_core::{
 use worker::{Request, Response};
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
-/// 204 after `waitMs`. The runner waits in the queue's dispatcher (`dispatch_do.rs`), which hands it
-/// a run the moment one is admitted; waiting costs no D1 query.
+/// 204 after `waitMs`. The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
+/// a run the moment one is admitted; this request then writes the lease (fenced compare-and-set) and
+/// tells the dispatcher after the response. A lost compare-and-set waits again for what is left of
+/// `waitMs`. Waiting costs no D1 query; a lease costs its one write.
 pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let r = body.validate()?;
-    let wait = DispatchCall::Wait {
-        queue: r.queue.clone(),
-        runner_id: r.runner_id,
-        wait_ms: r.wait_ms,
-    };
-    match dispatch_do::call(cx, &r.queue, &wait).await? {
-        DispatchReply::Leased { body } => Ok(json(200, body)),
-        DispatchReply::Empty => Ok(Response::empty()?.with_status(204)),
-        DispatchReply::Refused(e) => Err(e.into()),
-        DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),
-        other => Err(Failure::Infra(format!(
-            "unexpected dispatch reply {other:?}"
-        ))),
+    let deadline = platform::now_ms() + r.wait_ms as i64;
+    // Bounded: each round either leases, ends the wait, or lost a run another path took.
+    for _ in 0..LEASE_ROUNDS {
+        let wait = DispatchCall::Wait {
+            queue: r.queue.clone(),
+            runner_id: r.runner_id.clone(),
+            wait_ms: (deadline - platform::now_ms()).max(0) as u64,
+        };
+        let task_id = match dispatch_do::call(cx, &r.queue, &wait).await? {
+            DispatchReply::Offered { task_id } => task_id,
+            DispatchReply::Empty => break,
+            DispatchReply::Refused(e) => return Err(e.into()),
+            DispatchReply::Failed { cause } => return Err(Failure::Infra(cause)),
+            other => {
+                return Err(Failure::Infra(format!(
+                    "unexpected dispatch reply {other:?}"
+                )))
+            }
+        };
+        let lease = cx
+            .store()?
+            .lease_run(&task_id, &r.runner_id, platform::now_ms())
+            .await?;
+        let won = lease.as_ref().map(|l| (r.runner_id.clone(), l.lease_epoch));
+        let (env, queue, taken) = (cx.env.clone(), r.queue.clone(), task_id.clone());
+        cx.after_response(async move {
+            dispatch_do::settle(&env, &queue, &taken, won).await;
+        })
+        .await;
+        if let Some(l) = lease {
+            return Ok(json(200, dispatch::lease_body(&l)));
+        }
+        if platform::now_ms() >= deadline {
+            break;
+        }
     }
+    Ok(Response::empty()?.with_status(204))
 }
+
+/// Offers one lease request may try before answering 204 (each lost offer was a run another path
+/// leased or ended first).
+const LEASE_ROUNDS: usize = 8;
 
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
 /// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`

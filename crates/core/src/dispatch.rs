@@ -4,8 +4,12 @@
 //! The dispatcher is a fast path, never the record: D1 holds every run and the lease stays a fenced
 //! compare-and-set on the run row. The dispatcher remembers which runs of its queue are leasable
 //! (told by whoever made them so: an admission, a decision that resumes a run, the cron's sweep),
-//! and which runners wait (oldest first). When both exist it leases the oldest run to the
-//! longest-waiting runner at once. A runner that waits costs no D1 query: the dispatcher queries D1
+//! and which runners wait (oldest first). When both exist it offers the oldest run to the
+//! longest-waiting runner at once, and that runner's own request writes the lease. The runtime does
+//! not tell a waiting request that its client left, so a runner that disconnected mid-wait can be
+//! leased a run; the dispatcher follows every lease it caused ([`Offers`]) and releases one its
+//! runner has not acknowledged within the acknowledgement window, so the run goes to the next
+//! runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
 //! only while its memory is *cold* — just created (the object was evicted or restarted), or after
 //! its backlog overflowed — to learn the queue's backlog; a lost notice only delays a run until the
 //! cron's sweep announces it again.
@@ -28,6 +32,9 @@ pub const MAX_WAITERS: usize = 4096;
 /// Most leasable runs a dispatcher remembers; past it the oldest are kept and the memory is marked
 /// cold (D1 is asked again once the backlog drains).
 pub const BACKLOG_MAX: usize = 4096;
+/// How long an offered run waits for its runner's request to say it tried the lease; past it the run
+/// is offered again (the request died before it could lease).
+pub const OFFER_TTL_MS: i64 = 2_000;
 /// How many leasable runs one cold refill reads from D1 (oldest first).
 pub const REFILL: i64 = 64;
 /// Most runs one tick's sweep announces again (oldest leasable first): a lost notice delays a run
@@ -58,6 +65,13 @@ pub enum DispatchCall {
     },
     /// These runs of `queue` became leasable.
     Notify { queue: String, runs: Vec<Ready> },
+    /// The runner's request that was offered `task_id` tried to lease it: lost (`lease: None`), or
+    /// won as `(runner_id, lease_epoch)` — then the dispatcher follows it until acknowledged.
+    Taken {
+        queue: String,
+        task_id: String,
+        lease: Option<(String, i64)>,
+    },
     /// What the dispatcher holds (diagnostics, tests).
     Stats,
 }
@@ -66,19 +80,23 @@ pub enum DispatchCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum DispatchReply {
-    /// A lease: the response body for the runner.
-    Leased {
-        body: String,
+    /// A run offered to this runner: its request leases it (the fenced compare-and-set) and says so
+    /// with [`DispatchCall::Taken`].
+    Offered {
+        task_id: String,
     },
     /// Nothing within the wait.
     Empty,
-    /// A notice was taken; `handed` runs went to waiting runners at once.
+    /// A notice was taken; `handed` runs were offered to waiting runners at once.
     Noted {
         handed: usize,
     },
+    /// A taken offer was settled.
+    Settled,
     Stats {
         waiters: usize,
         backlog: usize,
+        offered: usize,
         cold: bool,
     },
     Refused(ApiError),
@@ -158,6 +176,72 @@ impl Backlog {
         let r = self.ready.pop_first()?;
         self.ids.remove(&r.task_id);
         Some(r)
+    }
+}
+
+/// A run handed out and not yet known to be in good hands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handout {
+    pub ready: Ready,
+    /// When it is looked at again.
+    pub due: i64,
+    /// Set once the runner's request leased it: `(runner_id, lease_epoch)`.
+    pub lease: Option<(String, i64)>,
+}
+
+/// Runs offered to waiting runners, followed until the runner is known to hold them: an offer lapses
+/// after [`OFFER_TTL_MS`] unless the runner's request says it tried the lease; a lease its runner
+/// has not acknowledged (first heartbeat or append) by its due time is released — fenced on that
+/// runner, that epoch and `lease_acked = 0` — and the run offered again. So a runner that left while
+/// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offers {
+    open: Vec<Handout>,
+}
+
+impl Offers {
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// `ready` was offered at `now`.
+    pub fn offer(&mut self, ready: Ready, now: i64) {
+        self.open.push(Handout {
+            ready,
+            due: now.saturating_add(OFFER_TTL_MS),
+            lease: None,
+        });
+    }
+
+    /// The runner's request tried the lease of `task_id` at `now`: lost (`None`), the run is not
+    /// ours to follow any more; won, it is followed until `now + ack_ms`.
+    pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
+        match lease {
+            None => self.open.retain(|h| h.ready.task_id != task_id),
+            Some(l) => {
+                if let Some(h) = self.open.iter_mut().find(|h| h.ready.task_id == task_id) {
+                    h.lease = Some(l);
+                    h.due = now.saturating_add(ack_ms);
+                }
+            }
+        }
+    }
+
+    /// The handouts due at `now`, removed: an offer no request took up goes back to the backlog; a
+    /// lease is released if still unacknowledged (then its run goes back too).
+    pub fn due(&mut self, now: i64) -> Vec<Handout> {
+        let (due, open): (Vec<_>, Vec<_>) = self.open.drain(..).partition(|h| h.due <= now);
+        self.open = open;
+        due
+    }
+
+    /// When the next handout is due.
+    pub fn next_due(&self) -> Option<i64> {
+        self.open.iter().map(|h| h.due).min()
     }
 }
 
@@ -247,6 +331,27 @@ mod tests {
     }
 
     #[test]
+    fn an_untaken_offer_lapses_and_a_taken_lease_is_followed_until_its_ack_window() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "a"), 100);
+        o.offer(ready(2, "b"), 100);
+        o.offer(ready(3, "c"), 100);
+        o.taken("a", None, 110, 5_000);
+        o.taken("b", Some(("r".into(), 4)), 110, 5_000);
+        assert_eq!(o.next_due(), Some(100 + OFFER_TTL_MS));
+        let lapsed = o.due(100 + OFFER_TTL_MS);
+        assert_eq!(lapsed.len(), 1);
+        assert_eq!(
+            (lapsed[0].ready.task_id.as_str(), &lapsed[0].lease),
+            ("c", &None)
+        );
+        assert_eq!(o.next_due(), Some(5_110));
+        let due = o.due(5_110);
+        assert_eq!(due[0].lease, Some(("r".to_owned(), 4)));
+        assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
     fn calls_and_replies_survive_a_round_trip() {
         for call in [
             DispatchCall::Wait {
@@ -263,7 +368,9 @@ mod tests {
             let text = serde_json::to_string(&call).unwrap();
             assert_eq!(serde_json::from_str::<DispatchCall>(&text).unwrap(), call);
         }
-        let reply = DispatchReply::Leased { body: "{}".into() };
+        let reply = DispatchReply::Offered {
+            task_id: "t".into(),
+        };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(serde_json::from_str::<DispatchReply>(&text).unwrap(), reply);
     }
