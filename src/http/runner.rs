@@ -19,13 +19,25 @@ use sema_core::{
 use worker::{Request, Response};
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
-/// 204 after `waitMs`. The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
+/// 204 after `waitMs` (`waitMs` 0: one indexed query, no wait). The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
 /// a run the moment one is admitted; this request then writes the lease (fenced compare-and-set) and
 /// tells the dispatcher after the response. A lost compare-and-set waits again for what is left of
 /// `waitMs`. Waiting costs no D1 query; a lease costs its one write.
 pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let r = body.validate()?;
+    if r.wait_ms == 0 {
+        // A poll, not a wait: one indexed query for the queue's oldest leasable run (a notice of a
+        // run admitted a moment ago may still be on its way to the dispatcher).
+        let lease = cx
+            .store()?
+            .lease(&r.runner_id, &r.queue, platform::now_ms(), LEASE_CANDIDATES)
+            .await?;
+        return Ok(match lease {
+            Some(l) => json(200, dispatch::lease_body(&l)),
+            None => Response::empty()?.with_status(204),
+        });
+    }
     let deadline = platform::now_ms() + r.wait_ms as i64;
     // Bounded: each round either leases, ends the wait, or lost a run another path took.
     for _ in 0..LEASE_ROUNDS {
@@ -64,6 +76,9 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     }
     Ok(Response::empty()?.with_status(204))
 }
+
+/// How many candidates a poll (`waitMs` 0) tries.
+const LEASE_CANDIDATES: i64 = 8;
 
 /// Offers one lease request may try before answering 204 (each lost offer was a run another path
 /// leased or ended first).
