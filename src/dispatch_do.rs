@@ -50,6 +50,8 @@ pub struct DispatchDo {
     offers: RefCell<Offers>,
     waiters: RefCell<VecDeque<Waiter>>,
     next_id: Cell<u64>,
+    /// A cold read of the backlog is in flight (runners arriving meanwhile wait for its result).
+    refilling: Cell<bool>,
 }
 
 impl DurableObject for DispatchDo {
@@ -62,6 +64,7 @@ impl DurableObject for DispatchDo {
             offers: RefCell::new(Offers::default()),
             waiters: RefCell::new(VecDeque::new()),
             next_id: Cell::new(0),
+            refilling: Cell::new(false),
         }
     }
 
@@ -198,13 +201,20 @@ impl DispatchDo {
             .with("limit", &dispatch::MAX_WAITERS)
             .into());
         }
-        if self.backlog.borrow().needs_refill() {
-            self.refill(cx).await?;
-        }
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, mut rx) = oneshot::channel();
         self.waiters.borrow_mut().push_back(Waiter { id, tx });
+        if self.backlog.borrow().needs_refill() && !self.refilling.get() {
+            // One read at a time: runners arriving meanwhile are queued and served by its result.
+            self.refilling.set(true);
+            let read = self.refill(cx).await;
+            self.refilling.set(false);
+            if let Err(f) = read {
+                self.waiters.borrow_mut().retain(|w| w.id != id);
+                return Err(f);
+            }
+        }
         self.serve().await;
         if let Ok(Some(task_id)) = rx.try_recv() {
             return Ok(DispatchReply::Offered { task_id });
