@@ -113,6 +113,8 @@ pub struct Backlog {
     ids: HashSet<String>,
     /// D1 may hold leasable runs this memory does not: refill before trusting an empty backlog.
     cold: bool,
+    /// D1 was read at least once: before that, what notices added may be newer than runs D1 holds.
+    read_once: bool,
 }
 
 impl Default for Backlog {
@@ -128,6 +130,7 @@ impl Backlog {
             ready: BTreeSet::new(),
             ids: HashSet::new(),
             cold: true,
+            read_once: false,
         }
     }
 
@@ -143,9 +146,11 @@ impl Backlog {
         self.cold
     }
 
-    /// Whether to ask D1 now: the memory is cold and holds nothing to hand out.
+    /// Whether to ask D1 now: the memory is cold and holds nothing to hand out, or D1 was never
+    /// read (runs noticed by a new object may be newer than runs it was never told of: oldest first
+    /// needs the read).
     pub fn needs_refill(&self) -> bool {
-        self.cold && self.ready.is_empty()
+        self.cold && (self.ready.is_empty() || !self.read_once)
     }
 
     /// Adds runs (duplicates merge). Past [`BACKLOG_MAX`] the newest are dropped and the memory
@@ -169,6 +174,7 @@ impl Backlog {
         let full = runs.len() as i64 >= limit;
         self.add(runs);
         self.cold = full;
+        self.read_once = true;
     }
 
     /// The oldest leasable run, removed.
@@ -308,6 +314,17 @@ mod tests {
         b.pop();
         b.pop();
         assert!(b.needs_refill());
+    }
+
+    #[test]
+    fn a_new_backlog_told_of_a_run_still_reads_d1_once_so_older_runs_go_first() {
+        let mut b = Backlog::new();
+        b.add([ready(9, "new")]);
+        assert!(b.needs_refill());
+        b.refilled(vec![ready(1, "old"), ready(9, "new")], REFILL);
+        assert!(!b.needs_refill());
+        assert_eq!(b.pop().unwrap().task_id, "old");
+        assert_eq!(b.pop().unwrap().task_id, "new");
     }
 
     #[test]
