@@ -260,6 +260,10 @@ impl DispatchDo {
     /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
     /// await between taking a waiter and a run, so offers never interleave.
     async fn serve(&self) -> usize {
+        if self.refilling.get() {
+            // The read in flight may bring older runs; its completion serves.
+            return 0;
+        }
         let now = platform::now_ms();
         let mut offered = 0;
         loop {
