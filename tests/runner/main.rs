@@ -16,4 +16,5 @@ mod execution;
 mod gates;
 mod heal;
 mod protocol;
+mod queues;
 mod tasks;
