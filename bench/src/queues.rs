@@ -140,6 +140,8 @@ pub fn dispatch_latency(url: &str, samples: usize) {
     let main = agent();
     let mut lat = vec![];
     let mut submit_ms = vec![];
+    // How long after the submit's own response the lease arrived (negative: before it).
+    let mut after_submit = vec![];
     let mut lease_rt = vec![];
     let (mut errors, mut not_waiting, mut finish_errors) = (0usize, 0usize, 0usize);
     let mut warmup = json!(null);
@@ -198,6 +200,7 @@ pub fn dispatch_latency(url: &str, samples: usize) {
             }
             lat.push(ms);
             submit_ms.push(sub.ms);
+            after_submit.push(ms - sub.ms);
             lease_rt.push(l.d1.round_trips);
         }
         // Release the runner: one more run reaches it, and it stops after reporting it.
@@ -227,6 +230,9 @@ pub fn dispatch_latency(url: &str, samples: usize) {
         "submit_p50_ms": s50,
         "submit_p99_ms": s99,
         "submit_max_ms": smax,
+        "lease_after_submit_response_p50_ms": dist_p(&after_submit, 50.0),
+        "lease_after_submit_response_p99_ms": dist_p(&after_submit, 99.0),
+        "lease_after_submit_response_min_ms": after_submit.iter().copied().reduce(f64::min),
         "lease_d1_round_trips_p50": rt.get((rt.len().max(1) - 1) / 2),
         "lease_d1_round_trips_max": rt.last(),
         "leases_not_1_round_trip": rt.iter().filter(|&&r| r != 1).count(),
