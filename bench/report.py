@@ -134,6 +134,74 @@ def leader_section(by):
     return out
 
 
+def queues_section(by):
+    """Task queues (issue 13): a waiting runner is offered a run by its queue's dispatcher object."""
+    lat = by.get("dispatch-latency", [])
+    idle = by.get("idle-runners", [])
+    tput = by.get("runs-throughput", [])
+    out = ["## 9. Task queues", ""]
+    if not (lat or idle or tput):
+        return out + ["No task-queue lines in this run.", ""]
+    mib = lambda kib: None if kib is None else kib / 1024
+    out += [
+        "Each scenario runs on its own queue (no stray runs of other scenarios reach its runners); workerd-direct. "
+        "A runner with `waitMs` > 0 waits in the queue's dispatcher Durable Object, which offers it a run the moment one is "
+        "admitted; its own request then writes the lease. D1 round trips are read from each response's `x-sema-d1` header. "
+        "For comparison, issue 13 measured the design this replaced (a waiting lease polling D1 on a timer) at 276 ms "
+        "submit → lease p50 with a runner waiting and 24 D1 round trips per idle 10-second long-poll (about 144 per idle "
+        "runner per minute); those two figures are quoted from the issue, not measured in this run.",
+        "",
+        "**Submit → lease with one runner waiting** (`waitMs` 20000; from sending the submit to the runner reading its lease; "
+        "before each submit the admin route shows the runner waiting; the first round, a new dispatcher's first wait, is a "
+        "warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once):",
+        "",
+        table(
+            ["target", "samples", "submit → lease p50 ms", "p95 ms", "p99 ms", "max ms", "submit response p50 ms", "p99 ms",
+             "lease after the submit response p50 ms", "lease D1 round trips p50 / max", "leases ≠ 1 round trip", "warm-up: ms / lease round trips", "errors"],
+            [[r.get("target"), r["samples"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["max_ms"], r["submit_p50_ms"], r["submit_p99_ms"],
+              r.get("lease_after_submit_response_p50_ms"), f"{fmt(r['lease_d1_round_trips_p50'])} / {fmt(r['lease_d1_round_trips_max'])}", r["leases_not_1_round_trip"],
+              f"{fmt((r.get('warmup') or {}).get('submit_to_lease_ms'))} / {fmt((r.get('warmup') or {}).get('lease_d1_round_trips'))}",
+              r["errors"]]
+             for r in lat],
+        ),
+        "",
+        "**Idle runners** (each holds a long-poll, `waitMs` 25000, re-issued on 204, on a queue with no runs; the idle window "
+        "starts once the admin route shows every runner waiting). D1 per idle runner per minute = the round trips of every "
+        "lease response, summed, ÷ the runner-minutes spent waiting (the responses that cost any are the new dispatcher's "
+        "cold backlog read). workerd CPU = utime + stime (`/proc/<pid>/stat`) of the workerd process serving the Worker "
+        "(its Durable Objects included) over the window; RSS before the runners came, held (window end), after they left.",
+        "",
+        table(
+            ["target", "runners", "held: waiters at window start / end", "idle window s", "lease responses", "D1 round trips (responses with any)",
+             "D1 per idle runner per minute", "workerd CPU s (% of one core)", "workerd RSS MiB before / held / after", "ramp ms", "errors"],
+            [[r.get("target"), r["runners"], f"{fmt(r.get('waiters_at_window_start'))} / {fmt(r.get('waiters_at_window_end'))}",
+              r.get("window_s"), r["responses"], f"{fmt(r['d1_round_trips_total'])} ({fmt(r.get('responses_with_d1'))})",
+              r.get("d1_round_trips_per_runner_per_minute"),
+              f"{fmt(r.get('workerd_cpu_s'))} ({fmt(r.get('workerd_cpu_pct_of_one_core'))} %)",
+              f"{fmt(mib(r.get('workerd_rss_kib_before')))} / {fmt(mib(r.get('workerd_rss_kib_held_end')))} / {fmt(mib(r.get('workerd_rss_kib_after')))}",
+              r.get("ramp_ms"), r["errors"]]
+             for r in idle],
+        ),
+        "",
+        "**Runs through submit → lease → finish** (runners wait in the dispatcher, `waitMs` > 0; each run in a fresh session; "
+        "runs/s from the first submit sent to the last finish returned; D1 per run = submit + lease + finish). "
+        "The submitters outpace the runners, so a backlog builds: submit → lease here is mostly time queued behind earlier runs, "
+        "not the dispatcher's hand-over (that is the first table). "
+        "The leader scenario's runners (section 8) also wait in the dispatcher (`waitMs` 1000).",
+        "",
+        table(
+            ["target", "runs", "runners", "submitters", "waitMs", "runs/s", "submit → lease p50 ms", "p99 ms", "submit → finish p50 ms",
+             "p99 ms", "submit response p50 ms", "D1 round trips per run (mean)", "empty leases", "errors"],
+            [[r.get("target"), r["runs"], r["runners"], r["submitters"], r["lease_wait_ms"], r.get("runs_per_s"),
+              r.get("submit_to_lease_p50_ms"), r.get("submit_to_lease_p99_ms"), r.get("submit_to_finish_p50_ms"),
+              r.get("submit_to_finish_p99_ms"), r.get("submit_p50_ms"), r.get("d1_round_trips_per_run_mean"), r["empty_leases"], r["errors"]]
+             for r in tput],
+        ),
+        "",
+    ]
+    return out
+
+
 def chart(by, path):
     """Grouped bars: admissions/s by concurrency for each target, with each target's ceiling noted."""
     targets = [("workerd-direct", "#1f77b4"), ("wrangler-dev", "#ff7f0e"), ("peer", "#2ca02c")]
@@ -295,6 +363,7 @@ def main():
         ),
         "",
         *leader_section(by),
+        *queues_section(by),
     ]
     open(md_path, "w").write("\n".join(md))
     chart(by, svg_path)

@@ -174,6 +174,7 @@ fn child_input(view: &LeaderView, child: &LeaderChild) -> Result<AdmitInput, Fai
         objective: child.objective.clone(),
         meta: child.meta_json.clone(),
         idempotency: None,
+        queue: sema_core::queue::default_queue(),
     })
 }
 

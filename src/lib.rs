@@ -1,7 +1,7 @@
 //! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
 //!
 //! It owns transport only: the router and handlers (`http/`), the D1 executor (`d1.rs`), the session
-//! Durable Object (`session_do/`), the cron's reaper tick (`reaper_cron.rs`), the leader-run driver (`leader_driver.rs`), principal resolution
+//! Durable Object (`session_do/`), the task-queue dispatcher object (`dispatch_do.rs`), the cron's reaper tick (`reaper_cron.rs`), the leader-run driver (`leader_driver.rs`), principal resolution
 //! (`auth.rs`) and the clock and entropy (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
 //! exercised by the black-box tests in `tests/` against `wrangler dev`.
 
@@ -13,6 +13,8 @@ mod config;
 mod cx;
 #[cfg(target_arch = "wasm32")]
 mod d1;
+#[cfg(target_arch = "wasm32")]
+mod dispatch_do;
 #[cfg(target_arch = "wasm32")]
 mod failure;
 #[cfg(target_arch = "wasm32")]
@@ -31,9 +33,9 @@ mod session_do;
 async fn fetch(
     req: worker::Request,
     env: worker::Env,
-    _ctx: worker::Context,
+    ctx: worker::Context,
 ) -> worker::Result<worker::Response> {
-    Ok(http::handle(req, env).await)
+    Ok(http::handle(req, env, ctx).await)
 }
 
 #[cfg(target_arch = "wasm32")]

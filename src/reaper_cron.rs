@@ -2,7 +2,8 @@
 //! the store, planned by `sema_core::reaper`. Passes, each paged, index-backed and bounded:
 //! unacknowledged leases back to the queue; silent running runs failed as `run.stalled` (their claims
 //! released in the same batches); parked runs whose checkpoint expired; stale leader runs; a window of
-//! running leader runs driven (`leader_driver.rs`: their deadlines, lost child events); one window
+//! running leader runs driven (`leader_driver.rs`: their deadlines, lost child events); the oldest
+//! leasable runs announced again to their queues' dispatchers (`dispatch_do.rs`); one window
 //! of the debris sweep over the claims (continuing where the last tick stopped). Every session whose claim a
 //! pass released is told through the typed protocol (`RunEnded`), so its object forgets the claim and
 //! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
@@ -11,14 +12,17 @@
 //! Overlapping or repeated ticks are safe: each leg re-checks its predicate on the row it writes and
 //! reports only the rows its own page stamped; a `RunEnded` notice is idempotent.
 
-use crate::{config, cx::Cx, failure::Failure, leader_driver, platform, session_do::client};
+use crate::{
+    config, cx::Cx, dispatch_do, failure::Failure, leader_driver, platform, session_do::client,
+};
 use sema_core::{
+    dispatch::{self, DispatchCall, DispatchReply, Ready},
     ids::TaskId,
     reaper::{self, Cutoffs, TickSummary},
     session_protocol::SessionCall,
     store::{
-        LeaderRunStore, ReapReport, ReaperStore, SessionTask, StaleCutoffs, SweepWindow, Tick,
-        TickRecord,
+        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionTask, StaleCutoffs,
+        SweepWindow, Tick, TickRecord,
     },
 };
 use worker::Env;
@@ -131,7 +135,36 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         }
     }
 
-    // 6. One window of the debris sweep: claims whose run ended or vanished without releasing them
+    // 6. Announce the oldest leasable runs again to their queues' dispatchers (runs requeued above,
+    //    and any notice that was lost): a lost notice delays a run by one tick at most.
+    let leasable = store
+        .unleased_since(platform::now_ms() + 1, dispatch::SWEEP_LIMIT)
+        .await?;
+    s.pages += 1;
+    s.runs_announced = leasable.len();
+    let mut by_queue: std::collections::BTreeMap<String, Vec<Ready>> = Default::default();
+    for r in leasable {
+        by_queue.entry(r.queue).or_default().push(Ready {
+            since: r.created_at,
+            task_id: r.task_id,
+        });
+    }
+    for (queue, runs) in by_queue {
+        s.queues_told += 1;
+        let notice = DispatchCall::Notify {
+            queue: queue.clone(),
+            runs,
+        };
+        match dispatch_do::call(cx, &queue, &notice).await {
+            Ok(DispatchReply::Noted { .. }) => {}
+            other => {
+                s.announce_failures += 1;
+                worker::console_error!("reaper: announcing to queue {queue}: {other:?}");
+            }
+        }
+    }
+
+    // 7. One window of the debris sweep: claims whose run ended or vanished without releasing them
     //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
     s.sweep_from = reaper::sweep_start(last.first().map(|t| t.report_json.as_str()));
     let id = reaper::page_id(&tick_id, "sweep", 1);
@@ -144,7 +177,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
 
-    // 7. Tell each session object whose claim was released.
+    // 8. Tell each session object whose claim was released.
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),

@@ -43,9 +43,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What one request cost in D1, from its `x-sema-d1` header (`round-trips=N; statements=M`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct D1 {
-    round_trips: u64,
-    statements: u64,
+pub(crate) struct D1 {
+    pub(crate) round_trips: u64,
+    pub(crate) statements: u64,
 }
 
 impl D1 {
@@ -71,18 +71,18 @@ impl D1 {
 
 /// One request's outcome: status (0 = transport error), D1 cost, JSON body (null when none), and
 /// the time from sending it to having read its body.
-struct Reply {
-    status: u16,
-    d1: D1,
-    body: Value,
-    ms: f64,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) d1: D1,
+    pub(crate) body: Value,
+    pub(crate) ms: f64,
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build()
 }
 
-fn send(
+pub(crate) fn send(
     agent: &ureq::Agent,
     method: &str,
     url: &str,
@@ -133,7 +133,7 @@ fn lease(agent: &ureq::Agent, url: &str, runner: &str, wait_ms: u64) -> Reply {
     )
 }
 
-fn finish(agent: &ureq::Agent, url: &str, runner: &str, leased: &Value) -> Reply {
+pub(crate) fn finish(agent: &ureq::Agent, url: &str, runner: &str, leased: &Value) -> Reply {
     let task = leased["taskId"].as_str().unwrap_or_default();
     send(
         agent,

@@ -10,6 +10,11 @@
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
 //!                                                    leader runs: admission to settle, D1 per child
+//! sema-bench --url URL dispatch-latency [--samples 200]  submit → lease with one runner waiting
+//! sema-bench --url URL idle-runners [--runners 1000] [--seconds 20] [--workerd-pid PID,…]
+//!                                                    D1, waiters, workerd CPU/RSS of idle long-polls
+//! sema-bench --url URL runs-throughput [--runs 400] [--runners 8] [--submitters 8]
+//!                                                    runs/s through submit → lease → finish
 //! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
@@ -19,6 +24,7 @@
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
 mod leader;
+mod queues;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
@@ -811,6 +817,42 @@ enum Scenario {
         #[arg(long, default_value_t = 300)]
         round_deadline_s: u64,
     },
+    /// Task queues: submit sent → lease received with one runner waiting (`waitMs` 20000) in the
+    /// scenario's own queue; the submit's latency and the lease's D1 round trips.
+    DispatchLatency {
+        /// Measured submits (after one warm-up round).
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
+    },
+    /// Task queues: N runners each holding a long-poll (`waitMs` 25000) on an empty queue: D1
+    /// round trips per runner per minute, the dispatcher's waiters, workerd CPU and RSS.
+    IdleRunners {
+        /// Runner threads (64 KiB stacks), one long-poll each.
+        #[arg(long, default_value_t = 1000)]
+        runners: usize,
+        /// The idle window, once every runner is held.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// The workerd process(es) serving the Worker (comma-separated); none: the pids `ss -ltnpH`
+        /// shows listening on `--url`'s port.
+        #[arg(long, value_delimiter = ',')]
+        workerd_pid: Vec<u32>,
+    },
+    /// Task queues: runs/s through submit → lease → finish with runners waiting in the dispatcher.
+    RunsThroughput {
+        /// Runs submitted (each into a fresh session) and driven to `completed`.
+        #[arg(long, default_value_t = 400)]
+        runs: usize,
+        /// Runner threads leasing and finishing.
+        #[arg(long, default_value_t = 8)]
+        runners: usize,
+        /// Threads submitting.
+        #[arg(long, default_value_t = 8)]
+        submitters: usize,
+        /// The runners' lease long-poll (`waitMs`, > 0: they wait in the dispatcher).
+        #[arg(long, default_value_t = 20_000)]
+        lease_wait_ms: u64,
+    },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
         /// Submits at each concurrency level.
@@ -876,6 +918,18 @@ fn main() {
             lease_wait_ms,
             Duration::from_secs(round_deadline_s),
         ),
+        Scenario::DispatchLatency { samples } => queues::dispatch_latency(&ctx.url, samples),
+        Scenario::IdleRunners {
+            runners,
+            seconds,
+            workerd_pid,
+        } => queues::idle_runners(&ctx.url, runners, seconds, &workerd_pid),
+        Scenario::RunsThroughput {
+            runs,
+            runners,
+            submitters,
+            lease_wait_ms,
+        } => queues::runs_throughput(&ctx.url, runs, runners, submitters, lease_wait_ms),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {
             sessions,
@@ -951,6 +1005,43 @@ mod tests {
                 lease_wait_ms: 1000,
                 round_deadline_s: 300
             }
+        ));
+    }
+
+    #[test]
+    fn the_task_queue_scenarios_take_their_documented_defaults() {
+        let cli = Cli::try_parse_from(["sema-bench", "dispatch-latency"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::DispatchLatency { samples: 200 }
+        ));
+        let cli = Cli::try_parse_from(["sema-bench", "idle-runners"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::IdleRunners { runners: 1000, seconds: 20, ref workerd_pid } if workerd_pid.is_empty()
+        ));
+        let cli = Cli::try_parse_from(["sema-bench", "runs-throughput"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::RunsThroughput {
+                runs: 400,
+                runners: 8,
+                submitters: 8,
+                lease_wait_ms: 20_000
+            }
+        ));
+        let cli = Cli::try_parse_from([
+            "sema-bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "idle-runners",
+            "--workerd-pid",
+            "12,34",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::IdleRunners { ref workerd_pid, .. } if workerd_pid == &[12, 34]
         ));
     }
 

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
   reap_tick         VARCHAR(64)  NULL,
+  queue             VARCHAR(64)  NOT NULL DEFAULT 'default',
   PRIMARY KEY (task_id),
   KEY idx_task_run_session_created (session_id, created_at, task_id),
   KEY idx_task_run_owner_created (owner, created_at, task_id),
@@ -40,7 +41,8 @@ CREATE TABLE IF NOT EXISTS task_run (
   KEY idx_task_run_status_created (status, created_at, task_id),
   KEY idx_task_run_status_heartbeat (status, heartbeat_at),
   KEY idx_task_run_status_updated (status, updated_at),
-  KEY idx_task_run_lease (status, held_by, created_at, task_id)
+  KEY idx_task_run_lease (queue, status, held_by, created_at, task_id),
+  KEY idx_task_run_leasable (status, held_by, updated_at, task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS task_active (

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS task_run (
   created_at        BIGINT NOT NULL,
   updated_at        BIGINT NOT NULL,
   reap_tick         VARCHAR(64)  COLLATE "C" NULL,
+  queue             VARCHAR(64)  COLLATE "C" NOT NULL DEFAULT 'default',
   PRIMARY KEY (task_id)
 );
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
@@ -41,7 +42,8 @@ CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id
 CREATE INDEX IF NOT EXISTS idx_task_run_status_created ON task_run (status, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
-CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (status, held_by, created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (queue, status, held_by, created_at, task_id);
+CREATE INDEX IF NOT EXISTS idx_task_run_leasable ON task_run (status, held_by, updated_at, task_id);
 
 CREATE TABLE IF NOT EXISTS task_active (
   session_id   VARCHAR(64) COLLATE "C" NOT NULL,

@@ -17,6 +17,8 @@ CREATE INDEX IF NOT EXISTS idx_session_updated ON session (updated_at, session_i
 -- holding the lease (NULL while queued). lease_epoch: 0 until the first lease, + 1 on every lease,
 -- requeue and resume. lease_acked: 0 from a lease until its holder's first heartbeat or append. last_seq: the highest event seq appended. status: running | suspended | needs_review (non-terminal) or any other word (terminal).
 -- reap_tick: the reaper tick that last failed or requeued the run (so the tick can read back what it changed).
+-- queue: the named task queue the run is leased from (a safe id; 'default' unless the submit named one).
+-- updated_at of an unheld running run: when it became leasable (admission, resume, requeue, release).
 CREATE TABLE IF NOT EXISTS task_run (
   task_id           TEXT    NOT NULL PRIMARY KEY,
   session_id        TEXT    NOT NULL,
@@ -37,7 +39,8 @@ CREATE TABLE IF NOT EXISTS task_run (
   last_seq          INTEGER NOT NULL DEFAULT 0,
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
-  reap_tick         TEXT
+  reap_tick         TEXT,
+  queue             TEXT    NOT NULL DEFAULT 'default'
 );
 CREATE INDEX IF NOT EXISTS idx_task_run_session_created ON task_run (session_id, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_owner_created ON task_run (owner, created_at, task_id);
@@ -45,8 +48,10 @@ CREATE INDEX IF NOT EXISTS idx_task_run_created ON task_run (created_at, task_id
 CREATE INDEX IF NOT EXISTS idx_task_run_status_created ON task_run (status, created_at, task_id);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_heartbeat ON task_run (status, heartbeat_at);
 CREATE INDEX IF NOT EXISTS idx_task_run_status_updated ON task_run (status, updated_at);
--- Lease candidates: unheld running runs, oldest first.
-CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (status, held_by, created_at, task_id);
+-- Lease candidates and a queue's backlog: one queue's unheld running runs, oldest first.
+CREATE INDEX IF NOT EXISTS idx_task_run_lease ON task_run (queue, status, held_by, created_at, task_id);
+-- The cron's sweep: unheld running runs of every queue by the time they became leasable, oldest first.
+CREATE INDEX IF NOT EXISTS idx_task_run_leasable ON task_run (status, held_by, updated_at, task_id);
 
 -- The single-active claim: at most one row per session, naming the run that holds it. release_tick:
 -- set by a claim sweep on the claims it is releasing, in the transaction that deletes them.

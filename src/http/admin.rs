@@ -1,10 +1,15 @@
 //! Operator diagnostics. `GET /v1/admin/reapers`: the last reaper ticks, newest first, each with what
 //! it did (`reaper::TickSummary`). `GET /v1/admin/sessions/{id}`: what the session's object holds in
 //! memory (waiters, open streams, the remembered claim) — the figures its memory bounds are about.
+//! `GET /v1/admin/queues/{queue}`: what the queue's dispatcher holds (waiting runners, backlog).
 
 use super::{error::json, reply};
 use crate::{cx::Cx, failure::Failure, session_do::client};
-use sema_core::{session_protocol::SessionCall, store::ReaperStore};
+use sema_core::{
+    dispatch::{DispatchCall, DispatchReply},
+    session_protocol::SessionCall,
+    store::ReaperStore,
+};
 use worker::Response;
 
 /// How many ticks one answer shows.
@@ -24,4 +29,24 @@ pub async fn reapers(cx: &Cx) -> Result<Response, Failure> {
 
 pub async fn session(cx: &Cx, session_id: &str) -> Result<Response, Failure> {
     reply::render(cx, client::call(cx, session_id, &SessionCall::Stats).await?)
+}
+
+/// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, offered, cold}` of the queue's dispatcher.
+pub async fn queue(cx: &Cx, queue: &str) -> Result<Response, Failure> {
+    match crate::dispatch_do::call(cx, queue, &DispatchCall::Stats).await? {
+        DispatchReply::Stats {
+            waiters,
+            backlog,
+            offered,
+            cold,
+        } => Ok(json(
+            200,
+            serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
+                "offered": offered, "cold": cold})
+            .to_string(),
+        )),
+        other => Err(Failure::Infra(format!(
+            "unexpected dispatch reply {other:?}"
+        ))),
+    }
 }

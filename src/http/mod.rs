@@ -18,8 +18,8 @@ use sema_core::{
 };
 use worker::{Env, Headers, Request, Response};
 
-pub async fn handle(mut req: Request, env: Env) -> Response {
-    let cx = Cx::new(env);
+pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Response {
+    let cx = Cx::for_request(env, context);
     let resp = respond(dispatch(&mut req, &cx).await);
     // A response passed through from the session object has immutable headers: copy them.
     let headers = Headers::new();
@@ -55,6 +55,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::Finish(id) => runner::finish(req, cx, &id).await,
         Route::AdminReapers => admin::reapers(cx).await,
         Route::AdminSession(id) => admin::session(cx, id.as_str()).await,
+        Route::AdminQueue(q) => admin::queue(cx, q.as_str()).await,
         Route::Park(id) => gates::park(req, cx, &id).await,
         Route::ListApprovals => gates::list(req, cx, p).await,
         Route::DecideApproval(id) => {

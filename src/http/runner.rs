@@ -1,4 +1,4 @@
-//! Runner protocol handlers: lease (long-poll on D1), heartbeat (fenced, on D1), and the writes that
+//! Runner protocol handlers: lease (waiting in the queue's dispatcher object), heartbeat (fenced, on D1), and the writes that
 //! go through the session's Durable Object so subscribers see them live: events and finish.
 //!
 //! Every call after the lease carries `runnerId` and `leaseEpoch`; the store checks both in the WHERE
@@ -6,8 +6,9 @@
 //! written (epoch 0 never holds a run: a lease makes it at least 1).
 
 use super::{body::json_body, error::json, reply};
-use crate::{cx::Cx, failure::Failure, platform, session_do::client};
+use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
+    dispatch::{self, DispatchCall, DispatchReply},
     hex,
     ids::TaskId,
     runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
@@ -15,60 +16,73 @@ use sema_core::{
     store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
-use std::time::Duration;
 use worker::{Request, Response};
 
-/// How many lease candidates one attempt tries before polling again.
-const LEASE_CANDIDATES: i64 = 8;
-
-/// `POST /v1/runner/lease`: the oldest running run no runner holds, or 204 after `waitMs`.
+/// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
+/// 204 after `waitMs` (`waitMs` 0: one indexed query, no wait). The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
+/// a run the moment one is admitted; this request then writes the lease (fenced compare-and-set) and
+/// tells the dispatcher after the response. A lost compare-and-set waits again for what is left of
+/// `waitMs`. Waiting costs no D1 query; a lease costs its one write.
 pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
-    let (runner_id, wait_ms) = body.validate()?;
-    let store = cx.store()?;
-    let deadline = platform::now_ms() + wait_ms as i64;
-    let mut pause = 50u64;
-    loop {
-        if let Some(l) = store
-            .lease(&runner_id, platform::now_ms(), LEASE_CANDIDATES)
-            .await?
-        {
-            let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
-            let mut body = serde_json::json!({
-                "taskId": l.task_id,
-                "sessionId": l.session_id,
-                "leaseEpoch": l.lease_epoch,
-                "objective": l.objective,
-                "meta": meta,
-                "lastSeq": l.last_seq,
-            });
-            if let Some(r) = &l.resume {
-                // The decision the run resumes from; a plan review's text is its `feedback`.
-                let note = if r.kind == "plan_review" {
-                    "feedback"
-                } else {
-                    "reason"
-                };
-                let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
-                let mut resume = serde_json::json!({
-                    "gate": {"kind": r.kind, "card": card},
-                    "decision": r.decision,
-                });
-                if let Some(text) = &r.reason {
-                    resume[note] = text.as_str().into();
-                }
-                body["resume"] = resume;
-            }
-            return Ok(json(200, body.to_string()));
-        }
-        let left = deadline - platform::now_ms();
-        if left <= 0 {
-            return Ok(Response::empty()?.with_status(204));
-        }
-        worker::Delay::from(Duration::from_millis(pause.min(left as u64))).await;
-        pause = (pause * 2).min(500);
+    let r = body.validate()?;
+    if r.wait_ms == 0 {
+        // A poll, not a wait: one indexed query for the queue's oldest leasable run (a notice of a
+        // run admitted a moment ago may still be on its way to the dispatcher).
+        let lease = cx
+            .store()?
+            .lease(&r.runner_id, &r.queue, platform::now_ms(), LEASE_CANDIDATES)
+            .await?;
+        return Ok(match lease {
+            Some(l) => json(200, dispatch::lease_body(&l)),
+            None => Response::empty()?.with_status(204),
+        });
     }
+    let deadline = platform::now_ms() + r.wait_ms as i64;
+    // Bounded: each round either leases, ends the wait, or lost a run another path took.
+    for _ in 0..LEASE_ROUNDS {
+        let wait = DispatchCall::Wait {
+            queue: r.queue.clone(),
+            runner_id: r.runner_id.clone(),
+            wait_ms: (deadline - platform::now_ms()).max(0) as u64,
+        };
+        let task_id = match dispatch_do::call(cx, &r.queue, &wait).await? {
+            DispatchReply::Offered { task_id } => task_id,
+            DispatchReply::Empty => break,
+            DispatchReply::Refused(e) => return Err(e.into()),
+            DispatchReply::Failed { cause } => return Err(Failure::Infra(cause)),
+            other => {
+                return Err(Failure::Infra(format!(
+                    "unexpected dispatch reply {other:?}"
+                )))
+            }
+        };
+        let lease = cx
+            .store()?
+            .lease_run(&task_id, &r.runner_id, platform::now_ms())
+            .await?;
+        let won = lease.as_ref().map(|l| (r.runner_id.clone(), l.lease_epoch));
+        let (env, queue, taken) = (cx.env.clone(), r.queue.clone(), task_id.clone());
+        cx.after_response(async move {
+            dispatch_do::settle(&env, &queue, &taken, won).await;
+        })
+        .await;
+        if let Some(l) = lease {
+            return Ok(json(200, dispatch::lease_body(&l)));
+        }
+        if platform::now_ms() >= deadline {
+            break;
+        }
+    }
+    Ok(Response::empty()?.with_status(204))
 }
+
+/// How many candidates a poll (`waitMs` 0) tries.
+const LEASE_CANDIDATES: i64 = 8;
+
+/// Offers one lease request may try before answering 204 (each lost offer was a run another path
+/// leased or ended first).
+const LEASE_ROUNDS: usize = 8;
 
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
 /// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`

@@ -91,6 +91,7 @@ pub async fn admit_input(
         objective: submit.objective,
         meta: serde_json::Value::Object(submit.meta).to_string(),
         idempotency,
+        queue: submit.queue,
     }))
 }
 

@@ -14,6 +14,7 @@ use sema_core::{
         self, Admission, AdmitDecision, AdmitInput, Claim, Reconcile, SessionOwner, SessionState,
     },
     conflict::Conflict,
+    dispatch::Ready,
     liveness::{self, Verdict},
     run::RunRow,
     session_protocol::SessionReply,
@@ -176,6 +177,7 @@ impl SessionDo {
         let instance = config::instance_id(&self.env);
         let now = platform::now_ms();
         let new_run = NewRun {
+            queue: &input.queue,
             task_id: &input.task_id,
             session_id: &input.session_id,
             owner: input.owner.as_deref(),
@@ -250,8 +252,8 @@ impl SessionDo {
 }
 
 impl SessionDo {
-    /// After D1 admitted `input` at `now`: remember its claim (first look at one queued/held cutoff)
-    /// and arm the alarm that watches it.
+    /// After D1 admitted `input` at `now`: remember its claim (first look at one queued/held cutoff),
+    /// arm the alarm that watches it, and announce the run to its queue's dispatcher.
     pub(super) async fn remember_admitted(
         &self,
         mut state: SessionState,
@@ -266,7 +268,19 @@ impl SessionDo {
         });
         state.claim = Some(admission::claim_of(input, body, recheck));
         self.save(state).await?;
-        self.arm_alarm().await
+        self.arm_alarm().await?;
+        // The run is leasable: its queue's dispatcher hands it to a waiting runner, after this
+        // answer (a lost notice is announced again by the cron's sweep).
+        let env = self.env.clone();
+        let queue = input.queue.clone();
+        let runs = vec![Ready {
+            since: now,
+            task_id: input.task_id.clone(),
+        }];
+        self.state.wait_until(async move {
+            crate::dispatch_do::announce(&env, &queue, runs).await;
+        });
+        Ok(())
     }
 }
 

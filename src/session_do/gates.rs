@@ -117,6 +117,12 @@ impl SessionDo {
                 }
                 self.save(state).await?;
                 self.publish_resumed(cx, &task_id).await?;
+                // Leasable again: its queue's dispatcher hands it to a waiting runner.
+                let env = self.env.clone();
+                let resumed = task_id.clone();
+                self.state.wait_until(async move {
+                    crate::dispatch_do::announce_run(&env, &resumed, now).await;
+                });
                 Ok(SessionReply::Decided {
                     task_id,
                     session_id,
@@ -131,6 +137,7 @@ impl SessionDo {
                 task_id,
                 kind,
                 status,
+                queue,
                 ..
             } => {
                 self.forget_claim_of(&task_id).await?;
@@ -139,9 +146,13 @@ impl SessionDo {
                 self.publish_closing_done(cx, run.as_ref()).await?;
                 let woken = match wake {
                     None => None,
-                    Some(input) => Some(Box::new(match self.admit(cx, &input).await {
-                        Ok(admission) => SessionReply::Admitted(admission),
-                        Err(refusal) => refusal.into_reply(),
+                    Some(mut input) => Some(Box::new({
+                        // A wake's run follows in the queue of the run it wakes from.
+                        input.queue = queue;
+                        match self.admit(cx, &input).await {
+                            Ok(admission) => SessionReply::Admitted(admission),
+                            Err(refusal) => refusal.into_reply(),
+                        }
                     })),
                 };
                 Ok(SessionReply::Decided {

@@ -27,6 +27,7 @@ impl SessionDo {
         let instance = config::instance_id(&self.env);
         let now = platform::now_ms();
         let run = NewRun {
+            queue: &input.queue,
             task_id: &input.task_id,
             session_id: &input.session_id,
             owner: input.owner.as_deref(),

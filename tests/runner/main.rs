@@ -17,4 +17,5 @@ mod gates;
 mod heal;
 mod leaders;
 mod protocol;
+mod queues;
 mod tasks;

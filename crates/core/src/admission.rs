@@ -66,6 +66,10 @@ pub struct AdmitInput {
     pub meta: String,
     /// `(scoped_key, fingerprint)` when the request carried an `Idempotency-Key`.
     pub idempotency: Option<(String, String)>,
+    /// The named task queue the run is leased from (a safe id). Absent in a stored or sent shape
+    /// from before queues: [`crate::queue::DEFAULT_QUEUE`].
+    #[serde(default = "crate::queue::default_queue")]
+    pub queue: String,
 }
 
 /// What to do with a submission, decided from the Durable Object's memory alone.
@@ -300,7 +304,23 @@ mod tests {
             objective: "o".into(),
             meta: "{}".into(),
             idempotency: key.map(|(k, f)| (k.into(), f.into())),
+            queue: crate::queue::DEFAULT_QUEUE.into(),
         }
+    }
+
+    #[test]
+    fn an_input_without_a_queue_deserializes_into_the_default_queue() {
+        let json = serde_json::json!({
+            "session_id": "S", "task_id": "T", "client_task_id": false, "owner": null,
+            "objective": "o", "meta": "{}", "idempotency": null
+        });
+        let i: AdmitInput = serde_json::from_value(json).unwrap();
+        assert_eq!(i.queue, "default");
+        let mut named = input("T", false, None, None);
+        named.queue = "gpu".into();
+        let back: AdmitInput =
+            serde_json::from_str(&serde_json::to_string(&named).unwrap()).unwrap();
+        assert_eq!(back, named);
     }
 
     fn held(task: &str, owner: Option<&str>, key: Option<(&str, &str)>) -> SessionState {

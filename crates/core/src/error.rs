@@ -38,11 +38,12 @@ pub enum ErrorCode {
     NotResumable,
     GatePending,
     LeaderDisabled,
+    TooManyWaiting,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 28] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -70,6 +71,7 @@ impl ErrorCode {
         Self::NotResumable,
         Self::GatePending,
         Self::LeaderDisabled,
+        Self::TooManyWaiting,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -102,6 +104,7 @@ impl ErrorCode {
             Self::NotResumable => "not_resumable",
             Self::GatePending => "gate.pending",
             Self::LeaderDisabled => "leader.disabled",
+            Self::TooManyWaiting => "runner.too_many_waiting",
         }
     }
 
@@ -130,7 +133,7 @@ impl ErrorCode {
             Self::KeyReused => 422,
             Self::Internal => 500,
             Self::AuthNotConfigured => 503,
-            Self::TooManyStreams | Self::SteerQueueFull => 429,
+            Self::TooManyStreams | Self::SteerQueueFull | Self::TooManyWaiting => 429,
             Self::HeaderTooLarge => 431,
         }
     }

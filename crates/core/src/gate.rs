@@ -604,12 +604,14 @@ pub const NOT_RESUMABLE_TEXT: &str =
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decided {
     /// The gate is resolved and the run is `running` again, unheld, under `lease_epoch` (its next
-    /// lease carries the decision).
+    /// lease carries the decision): leasable again from `queue`.
     Resumed {
         session_id: String,
         task_id: String,
         kind: String,
         lease_epoch: i64,
+        /// The run's queue (whose dispatcher may hand it over now).
+        queue: String,
     },
     /// The gate is resolved and the run ended (`done` appended, claim released), one batch.
     Ended {
@@ -619,6 +621,8 @@ pub enum Decided {
         status: TerminalStatus,
         /// The `done` event's seq.
         done_seq: i64,
+        /// The ended run's queue (a wake's new run is admitted into it).
+        queue: String,
     },
     /// Nothing was written.
     Refused(Refusal),

@@ -114,6 +114,14 @@ pub struct TickSummary {
     pub leader_settles_lost: usize,
     #[serde(default)]
     pub leader_drive_failures: usize,
+    /// The dispatch sweep: leasable runs announced again to their queues' dispatchers (the bound on
+    /// a lost notice), the dispatchers told, and how many of those calls failed.
+    #[serde(default)]
+    pub runs_announced: usize,
+    #[serde(default)]
+    pub queues_told: usize,
+    #[serde(default)]
+    pub announce_failures: usize,
 }
 
 /// Running leader runs the cron drives per tick (a backstop: a child's end drives its leader at once).

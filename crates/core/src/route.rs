@@ -26,6 +26,8 @@ pub enum Route {
     AdminReapers,
     /// `GET /v1/admin/sessions/{id}`: what a session's object holds in memory.
     AdminSession(SessionId),
+    /// `GET /v1/admin/queues/{queue}`: what a queue's dispatcher holds (waiting runners, backlog).
+    AdminQueue(SessionId),
     /// `POST /v1/runs/{id}/park`: the lease holder parks its run on a human gate.
     Park(TaskId),
     /// `GET /v1/approvals?sessionId=`: pending gate cards.
@@ -113,7 +115,7 @@ impl Route {
             | Self::AppendEvents(_)
             | Self::Finish(_)
             | Self::Park(_) => Access::RunnerSide,
-            Self::AdminReapers | Self::AdminSession(_) => Access::Operator,
+            Self::AdminReapers | Self::AdminSession(_) | Self::AdminQueue(_) => Access::Operator,
         }
     }
 }
@@ -182,6 +184,11 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["v1", "admin", "sessions", id] => {
             let id = session(id)?;
             only("GET", Route::AdminSession(id))
+        }
+        ["v1", "admin", "queues", id] => {
+            let id = SessionId::parse(id)
+                .ok_or_else(|| ApiError::invalid_field("queue", crate::ids::SAFE_ID_RULE))?;
+            only("GET", Route::AdminQueue(id))
         }
         ["v1", "runs", id, "park"] => {
             let id = task(id)?;
@@ -260,7 +267,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 24] = [
+    const TABLE: [(&str, &str); 25] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -275,6 +282,7 @@ mod tests {
         ("POST", "/v1/tasks"),
         ("GET", "/v1/admin/reapers"),
         ("GET", "/v1/admin/sessions/s"),
+        ("GET", "/v1/admin/queues/q"),
         ("POST", "/v1/runs/t/park"),
         ("GET", "/v1/approvals"),
         ("POST", "/v1/approvals/s/decide"),
@@ -312,7 +320,9 @@ mod tests {
             | Route::Finish(_)
             | Route::Lease
             | Route::Park(_) => (false, true, false),
-            Route::AdminReapers | Route::AdminSession(_) => (false, false, true),
+            Route::AdminReapers | Route::AdminSession(_) | Route::AdminQueue(_) => {
+                (false, false, true)
+            }
         }
     }
 

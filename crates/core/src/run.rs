@@ -29,7 +29,12 @@ pub struct RunRow {
     /// The highest event seq appended.
     pub last_seq: i64,
     pub created_at: i64,
+    /// The last write to the row; while the run is `running` and unheld, when it became leasable
+    /// (see [`crate::store::RunnerStore::unleased_since`]).
     pub updated_at: i64,
+    /// The named task queue the run is leased from.
+    #[serde(default = "crate::queue::default_queue")]
+    pub queue: String,
 }
 
 impl RunRow {
@@ -61,6 +66,7 @@ impl RunRow {
             },
             created_at: get_i64(row, "created_at")?,
             updated_at: get_i64(row, "updated_at")?,
+            queue: get_str(row, "queue")?,
         })
     }
 
@@ -76,6 +82,7 @@ impl RunRow {
             task_id: &self.task_id,
             session_id: &self.session_id,
             status: &self.status,
+            queue: &self.queue,
             created_at: self.created_at,
             updated_at: self.updated_at,
             held_by,
@@ -127,6 +134,8 @@ pub struct RunFace<'a> {
     #[serde(rename = "sessionId")]
     pub session_id: &'a str,
     pub status: &'a str,
+    /// The named task queue the run is leased from.
+    pub queue: &'a str,
     #[serde(rename = "createdAt")]
     pub created_at: i64,
     #[serde(rename = "updatedAt")]
@@ -155,13 +164,17 @@ mod tests {
     use super::*;
 
     fn row(status: &str, held_by: Option<&str>) -> RunRow {
-        let json = serde_json::json!({
+        RunRow::from_row(stored(status, held_by).as_object().unwrap()).unwrap()
+    }
+
+    /// A row as the database returns it.
+    fn stored(status: &str, held_by: Option<&str>) -> serde_json::Value {
+        serde_json::json!({
             "task_id": "t", "session_id": "s", "owner": null, "instance_id": "default",
             "status": status, "objective_preview": "p", "result": "{\"ok\":true}", "error": null,
             "error_code": null, "held_by": held_by, "lease_epoch": 2, "cancel_requested": 1,
-            "heartbeat_at": null, "created_at": 10.0, "updated_at": 11
-        });
-        RunRow::from_row(json.as_object().unwrap()).unwrap()
+            "heartbeat_at": null, "created_at": 10.0, "updated_at": 11, "queue": "gpu"
+        })
     }
 
     #[test]
@@ -185,5 +198,26 @@ mod tests {
         assert_eq!(v["result"], serde_json::json!({"ok": true}));
         assert_eq!(v["taskId"], "t");
         assert_eq!(v["cancelRequested"], true);
+    }
+
+    #[test]
+    fn the_queue_is_read_from_the_row_and_shown_on_the_face() {
+        let r = row("running", None);
+        assert_eq!(r.queue, "gpu");
+        let v = serde_json::to_value(r.face()).unwrap();
+        assert_eq!(v["queue"], "gpu");
+        let mut json = serde_json::to_value(&r).unwrap();
+        json.as_object_mut().unwrap().remove("queue");
+        let old: RunRow = serde_json::from_value(json).unwrap();
+        assert_eq!(old.queue, "default", "a shape from before queues");
+    }
+
+    #[test]
+    fn a_row_read_without_its_queue_column_is_refused() {
+        let mut json = stored("running", None);
+        let o = json.as_object_mut().unwrap();
+        assert!(RunRow::from_row(o).is_ok());
+        o.remove("queue");
+        assert!(RunRow::from_row(o).is_err());
     }
 }

@@ -34,18 +34,35 @@ pub struct LeaseBody {
     pub runner_id: String,
     #[serde(rename = "waitMs", default)]
     pub wait_ms: Option<u64>,
+    /// The one queue to lease from (a safe id); absent: [`crate::queue::DEFAULT_QUEUE`].
+    #[serde(default)]
+    pub queue: Option<String>,
+}
+
+/// A validated lease request: who asks, how long it may wait, and the one queue it leases from (a
+/// runner serving several queues runs one lease loop per queue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// A safe id.
+    pub runner_id: String,
+    /// The long-poll budget, capped at [`LEASE_WAIT_MAX_MS`].
+    pub wait_ms: u64,
+    /// A safe id; [`crate::queue::DEFAULT_QUEUE`] when the body named none.
+    pub queue: String,
 }
 
 impl LeaseBody {
-    /// The runner id (a safe id) and the long-poll budget, capped at 25 s.
-    pub fn validate(self) -> Result<(String, u64), ApiError> {
+    /// The runner id (a safe id), the long-poll budget (capped at 25 s) and the queue (a safe id,
+    /// `"default"` when absent); 400 naming `runnerId` or `queue` otherwise.
+    pub fn validate(self) -> Result<LeaseRequest, ApiError> {
         if !is_safe_id(&self.runner_id) {
             return Err(ApiError::invalid_field("runnerId", SAFE_ID_RULE));
         }
-        Ok((
-            self.runner_id,
-            self.wait_ms.unwrap_or(0).min(LEASE_WAIT_MAX_MS),
-        ))
+        Ok(LeaseRequest {
+            queue: crate::queue::parse_queue(self.queue.as_deref())?,
+            runner_id: self.runner_id,
+            wait_ms: self.wait_ms.unwrap_or(0).min(LEASE_WAIT_MAX_MS),
+        })
     }
 }
 
@@ -289,6 +306,9 @@ pub struct TaskBody {
     pub stream: Option<bool>,
     #[serde(rename = "waitMs", default)]
     pub wait_ms: Option<u64>,
+    /// The named task queue, as for `POST /v1/runs`.
+    #[serde(default)]
+    pub queue: Option<String>,
 }
 
 /// How a task submission is answered.
@@ -327,6 +347,7 @@ impl TaskBody {
             objective: self.objective,
             task_id: self.task_id,
             meta: self.meta,
+            queue: self.queue,
         }
         .validate()?;
         Ok((submit, mode))
@@ -343,15 +364,50 @@ mod tests {
 
     #[test]
     fn lease_waits_are_capped_at_25_seconds() {
-        let (id, wait) = parse::<LeaseBody>(r#"{"runnerId":"r1","waitMs":99999}"#)
+        let r = parse::<LeaseBody>(r#"{"runnerId":"r1","waitMs":99999}"#)
             .unwrap()
             .validate()
             .unwrap();
-        assert_eq!((id.as_str(), wait), ("r1", 25_000));
+        assert_eq!((r.runner_id.as_str(), r.wait_ms), ("r1", 25_000));
         assert!(parse::<LeaseBody>(r#"{"runnerId":"r/1"}"#)
             .unwrap()
             .validate()
             .is_err());
+    }
+
+    #[test]
+    fn a_lease_request_names_one_queue_and_defaults_to_the_default_queue() {
+        let lease = |json: &str| parse::<LeaseBody>(json).unwrap().validate();
+        assert_eq!(
+            lease(r#"{"runnerId":"r1"}"#).unwrap(),
+            LeaseRequest {
+                runner_id: "r1".into(),
+                wait_ms: 0,
+                queue: "default".into()
+            }
+        );
+        assert_eq!(
+            lease(r#"{"runnerId":"r1","queue":"gpu","waitMs":5}"#).unwrap(),
+            LeaseRequest {
+                runner_id: "r1".into(),
+                wait_ms: 5,
+                queue: "gpu".into()
+            }
+        );
+        for bad in [
+            r#"{"runnerId":"r1","queue":"a/b"}"#,
+            r#"{"runnerId":"r1","queue":""}"#,
+            r#"{"runnerId":"r1","queue":".."}"#,
+        ] {
+            let e = lease(bad).unwrap_err();
+            assert_eq!(
+                (e.status(), e.detail("field")),
+                (400, Some("\"queue\"")),
+                "{bad}"
+            );
+        }
+        let e = parse::<LeaseBody>(r#"{"runnerId":"r1","queue":["a","b"]}"#).unwrap_err();
+        assert_eq!(e.status(), 400, "one queue per lease request");
     }
 
     #[test]
@@ -447,5 +503,16 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_task_names_its_queue_as_a_run_submit_does() {
+        let task = |json: &str| parse::<TaskBody>(json).unwrap().validate();
+        let (s, _) = task(r#"{"sessionId":"s","objective":"o"}"#).unwrap();
+        assert_eq!(s.queue, "default");
+        let (s, _) = task(r#"{"sessionId":"s","objective":"o","queue":"gpu"}"#).unwrap();
+        assert_eq!(s.queue, "gpu");
+        let e = task(r#"{"sessionId":"s","objective":"o","queue":"a b"}"#).unwrap_err();
+        assert_eq!((e.status(), e.detail("field")), (400, Some("\"queue\"")));
     }
 }

@@ -276,6 +276,7 @@ mod tests {
             objective: "say hi".into(),
             meta: "{}".into(),
             idempotency: Some(("k".into(), "f".into())),
+            queue: "gpu".into(),
         }
     }
 

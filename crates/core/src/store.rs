@@ -12,7 +12,7 @@
 //! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `take_over_and_create`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
 //! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
 //! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal`, `fail_if_unchanged` |
-//! | [`RunnerStore`] | the stateless runner routes | `lease`, `heartbeat` |
+//! | [`RunnerStore`] | the stateless runner routes, the queues' dispatchers | `lease`, `lease_run`, `heartbeat`, `queue_backlog`, `unleased_since`, `release_lease` |
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
@@ -122,6 +122,9 @@ pub struct ClaimHolder {
 }
 
 /// The outcome of [`AdmissionStore::create_run`].
+// One value per admission, never stored or collected: the run row in `TaskIdTaken` stays unboxed so
+// callers match it as `Option<RunRow>`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum CreateRun {
     /// Run row, claim and key binding committed together.
@@ -178,6 +181,14 @@ pub struct Lease {
     /// The decision this run resumes from (its latest resolved gate), `None` for a run never parked.
     /// Every lease of the run carries it until the run parks again.
     pub resume: Option<Resume>,
+}
+
+/// A leasable run (`running`, no holder) as a queue's dispatcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leasable {
+    pub task_id: String,
+    pub queue: String,
+    pub created_at: i64,
 }
 
 /// The decision a resumed run's lease carries.
@@ -424,15 +435,51 @@ pub trait LedgerStore {
     async fn set_terminal(&self, t: &Terminal<'_>) -> Result<bool>;
 }
 
-/// The runner protocol's stateless calls: winning a lease and keeping it.
+/// The runner protocol's stateless calls (winning a lease and keeping it), and what the queues'
+/// dispatchers read and write: a queue's backlog, the runs leasable for a while, a lease on one named
+/// run, and the release of a lease its runner never received.
+///
+/// A run is leasable while it is `running` with no holder; an unheld running run's `updated_at` is
+/// when it became leasable (see [`runner_sql`]).
 #[allow(async_fn_in_trait)]
 pub trait RunnerStore {
-    /// Leases the oldest unheld running run to `runner_id` (compare-and-set: two runners never win
-    /// the same lease), trying at most `candidates` runs.
-    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>>;
+    /// Leases the oldest unheld running run of `queue` to `runner_id` (compare-and-set: two runners
+    /// never win the same lease), trying at most `candidates` runs; never a run of another queue.
+    async fn lease(
+        &self,
+        runner_id: &str,
+        queue: &str,
+        now: i64,
+        candidates: i64,
+    ) -> Result<Option<Lease>>;
+    /// Leases the run `task_id` (whatever its queue) to `runner_id` by the same compare-and-set as
+    /// [`RunnerStore::lease`]: of concurrent callers at most one wins. `None` when it lost: the run is
+    /// held, parked or ended, or there is no such run (nothing written).
+    async fn lease_run(&self, task_id: &str, runner_id: &str, now: i64) -> Result<Option<Lease>>;
     /// Refreshes liveness and acknowledges the lease under the fence (epoch and holder), and takes
     /// the undelivered steer messages; `None` = lease lost (nothing written).
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>>;
+    /// The leasable runs of `queue`, oldest first by `(created_at, task_id)` (the order
+    /// [`RunnerStore::lease`] takes them in), at most `limit`. One indexed read.
+    async fn queue_backlog(&self, queue: &str, limit: i64) -> Result<Vec<Leasable>>;
+    /// The leasable runs of every queue that have been leasable since before `before`
+    /// (`updated_at < before`: admitted, resumed, requeued or released before it), oldest first by
+    /// that time (then `task_id`), at most `limit`: the cron's sweep hands them back to their
+    /// queues' dispatchers. One indexed read.
+    async fn unleased_since(&self, before: i64, limit: i64) -> Result<Vec<Leasable>>;
+    /// Releases a lease its holder never acknowledged (the dispatcher's runner was gone before it
+    /// received the lease): `held_by = NULL`, `lease_acked = 0`, leasable again from `now`, only while
+    /// `runner_id` holds the run under `lease_epoch`, unacknowledged, and it is `running`. The epoch
+    /// stays, so the old holder's heartbeat, append, park and finish are fenced out (no holder now;
+    /// any later lease moves the epoch on). True when this call released it; false (nothing
+    /// written, an epoch below 1 without a query) otherwise.
+    async fn release_lease(
+        &self,
+        task_id: &str,
+        runner_id: &str,
+        lease_epoch: i64,
+        now: i64,
+    ) -> Result<bool>;
 }
 
 /// Human gates (SPEC-api §5.3–§5.6): the runner's park, a client's decision, reads of pending gates,
@@ -1053,52 +1100,104 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
     }
 }
 
-impl<E: Executor> RunnerStore for SqlStore<E> {
-    async fn lease(&self, runner_id: &str, now: i64, candidates: i64) -> Result<Option<Lease>> {
-        let d = self.d();
-        let rows = self
-            .exec
-            .run(&runner_sql::lease_candidates(d, candidates))
+impl<E: Executor> SqlStore<E> {
+    /// The leasable runs a read of [`runner_sql`] returned.
+    async fn leasables(&self, stmt: Stmt) -> Result<Vec<Leasable>> {
+        self.exec
+            .run(&stmt)
             .await?
-            .rows;
-        for row in rows {
-            let task_id = get_str(&row, "task_id").map_err(corrupt)?;
-            let out = self
-                .exec
-                .batch(&runner_sql::try_lease(d, &task_id, runner_id, now))
-                .await?;
-            let won = won(
-                &out,
-                runner_sql::LEASE_CAS,
-                Some(runner_sql::LEASE_READ),
-                "leased run",
-            )?;
-            let Some(r) = won else {
-                continue; // another runner won this one
-            };
-            let resume = out
-                .get(runner_sql::LEASE_RESUME)
-                .and_then(|o| o.rows.first())
-                .map(|g| -> Result<Resume> {
-                    Ok(Resume {
-                        kind: get_str(g, "gate_kind").map_err(corrupt)?,
-                        card: get_str(g, "card").map_err(corrupt)?,
-                        decision: get_str(g, "decision").map_err(corrupt)?,
-                        reason: get_opt_str(g, "reason").map_err(corrupt)?,
-                    })
+            .rows
+            .iter()
+            .map(|r| {
+                Ok(Leasable {
+                    task_id: get_str(r, "task_id").map_err(corrupt)?,
+                    queue: get_str(r, "queue").map_err(corrupt)?,
+                    created_at: get_i64(r, "created_at").map_err(corrupt)?,
                 })
-                .transpose()?;
-            return Ok(Some(Lease {
-                task_id: get_str(r, "task_id").map_err(corrupt)?,
-                session_id: get_str(r, "session_id").map_err(corrupt)?,
-                lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
-                objective: get_str(r, "objective").map_err(corrupt)?,
-                meta: get_str(r, "meta").map_err(corrupt)?,
-                last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
-                resume,
-            }));
+            })
+            .collect()
+    }
+}
+
+impl<E: Executor> RunnerStore for SqlStore<E> {
+    async fn lease(
+        &self,
+        runner_id: &str,
+        queue: &str,
+        now: i64,
+        candidates: i64,
+    ) -> Result<Option<Lease>> {
+        let d = self.d();
+        for run in self
+            .leasables(runner_sql::lease_candidates(d, queue, candidates))
+            .await?
+        {
+            if let Some(lease) = self.lease_run(&run.task_id, runner_id, now).await? {
+                return Ok(Some(lease));
+            } // else another runner won this one
         }
         Ok(None)
+    }
+
+    async fn lease_run(&self, task_id: &str, runner_id: &str, now: i64) -> Result<Option<Lease>> {
+        let out = self
+            .exec
+            .batch(&runner_sql::try_lease(self.d(), task_id, runner_id, now))
+            .await?;
+        let Some(r) = won(
+            &out,
+            runner_sql::LEASE_CAS,
+            Some(runner_sql::LEASE_READ),
+            "leased run",
+        )?
+        else {
+            return Ok(None);
+        };
+        let resume = out
+            .get(runner_sql::LEASE_RESUME)
+            .and_then(|o| o.rows.first())
+            .map(|g| -> Result<Resume> {
+                Ok(Resume {
+                    kind: get_str(g, "gate_kind").map_err(corrupt)?,
+                    card: get_str(g, "card").map_err(corrupt)?,
+                    decision: get_str(g, "decision").map_err(corrupt)?,
+                    reason: get_opt_str(g, "reason").map_err(corrupt)?,
+                })
+            })
+            .transpose()?;
+        Ok(Some(Lease {
+            task_id: get_str(r, "task_id").map_err(corrupt)?,
+            session_id: get_str(r, "session_id").map_err(corrupt)?,
+            lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
+            objective: get_str(r, "objective").map_err(corrupt)?,
+            meta: get_str(r, "meta").map_err(corrupt)?,
+            last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
+            resume,
+        }))
+    }
+
+    async fn queue_backlog(&self, queue: &str, limit: i64) -> Result<Vec<Leasable>> {
+        self.leasables(runner_sql::lease_candidates(self.d(), queue, limit))
+            .await
+    }
+
+    async fn unleased_since(&self, before: i64, limit: i64) -> Result<Vec<Leasable>> {
+        self.leasables(runner_sql::leasable_since(self.d(), before, limit))
+            .await
+    }
+
+    async fn release_lease(
+        &self,
+        task_id: &str,
+        runner_id: &str,
+        lease_epoch: i64,
+        now: i64,
+    ) -> Result<bool> {
+        if lease_epoch < 1 {
+            return Ok(false);
+        }
+        let stmt = runner_sql::release_lease(self.d(), task_id, runner_id, lease_epoch, now);
+        Ok(self.exec.run(&stmt).await?.changes == 1)
     }
 
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>> {
@@ -1233,6 +1332,7 @@ impl<E: Executor> GateStore for SqlStore<E> {
                 task_id,
                 kind,
                 lease_epoch: get_i64(row, "lease_epoch").map_err(corrupt)?,
+                queue: get_str(row, "queue").map_err(corrupt)?,
             },
             Some(ending) => Decided::Ended {
                 session_id,
@@ -1240,6 +1340,7 @@ impl<E: Executor> GateStore for SqlStore<E> {
                 kind,
                 status: ending.status,
                 done_seq: get_i64(row, "last_seq").map_err(corrupt)?,
+                queue: get_str(row, "queue").map_err(corrupt)?,
             },
         })
     }

@@ -63,6 +63,9 @@ pub struct SubmitRunBody {
     pub task_id: Option<String>,
     #[serde(default)]
     pub meta: Option<serde_json::Value>,
+    /// The named task queue (a safe id); absent: [`crate::queue::DEFAULT_QUEUE`].
+    #[serde(default)]
+    pub queue: Option<String>,
 }
 
 /// A validated submission.
@@ -73,6 +76,8 @@ pub struct SubmitRun {
     pub client_task_id: Option<TaskId>,
     /// A JSON object (`{}` when absent).
     pub meta: serde_json::Map<String, serde_json::Value>,
+    /// The named task queue the run is leased from ([`crate::queue::DEFAULT_QUEUE`] when unnamed).
+    pub queue: String,
 }
 
 impl SubmitRunBody {
@@ -101,11 +106,13 @@ impl SubmitRunBody {
             Some(serde_json::Value::Object(m)) => m,
             Some(_) => return Err(ApiError::invalid_field("meta", "must be a JSON object")),
         };
+        let queue = crate::queue::parse_queue(self.queue.as_deref())?;
         Ok(SubmitRun {
             session_id,
             objective: self.objective,
             client_task_id,
             meta,
+            queue,
         })
     }
 }
@@ -149,6 +156,15 @@ mod tests {
         let s = submit(r#"{"sessionId":"s1","objective":"do it"}"#).unwrap();
         assert_eq!(s.session_id.as_str(), "s1");
         assert!(s.client_task_id.is_none() && s.meta.is_empty());
+        assert_eq!(s.queue, crate::queue::DEFAULT_QUEUE);
+    }
+
+    #[test]
+    fn a_submission_may_name_its_queue_and_null_is_the_default() {
+        let s = submit(r#"{"sessionId":"s1","objective":"do it","queue":"gpu"}"#).unwrap();
+        assert_eq!(s.queue, "gpu");
+        let s = submit(r#"{"sessionId":"s1","objective":"do it","queue":null}"#).unwrap();
+        assert_eq!(s.queue, "default");
     }
 
     #[test]
@@ -183,6 +199,15 @@ mod tests {
             ),
             (r#"{"sessionId":"s","objective":"  "}"#, "objective"),
             (r#"{"sessionId":"s","objective":"o","meta":[1]}"#, "meta"),
+            (
+                r#"{"sessionId":"s","objective":"o","queue":"a/b"}"#,
+                "queue",
+            ),
+            (r#"{"sessionId":"s","objective":"o","queue":""}"#, "queue"),
+            (
+                r#"{"sessionId":"s","objective":"o","queue":"..","taskId":"t"}"#,
+                "queue",
+            ),
         ] {
             let e = submit(json).unwrap_err();
             assert_eq!(

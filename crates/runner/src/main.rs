@@ -39,6 +39,9 @@ struct Config {
     /// The lease long-poll, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     wait_ms: u64,
+    /// The task queue to lease from (one per runner process; run one process per queue).
+    #[arg(long, default_value = "default")]
+    queue: String,
 }
 
 fn base_url(s: &str) -> Result<String, String> {
@@ -279,7 +282,7 @@ fn worker(cfg: Config, index: usize) {
     while cfg.max_runs.is_none_or(|m| done < m) {
         let lease = client.post(
             "/v1/runner/lease",
-            json!({"runnerId": client.cfg.runner_id, "waitMs": cfg.wait_ms}),
+            json!({"runnerId": client.cfg.runner_id, "waitMs": cfg.wait_ms, "queue": cfg.queue}),
         );
         let lease = match lease {
             Ok(Reply::Ok(v)) => v,

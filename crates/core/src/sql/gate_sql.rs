@@ -383,7 +383,7 @@ pub fn resolve(d: Dialect, r: &ResolveWrite<'_>) -> Vec<Stmt> {
     }
     batch.push(Stmt::portable(
         d,
-        "SELECT lease_epoch, status, last_seq FROM task_run WHERE task_id = ?1 \
+        "SELECT lease_epoch, status, last_seq, queue FROM task_run WHERE task_id = ?1 \
          AND EXISTS (SELECT 1 FROM gate_checkpoint WHERE resolution_id = ?2)",
         vec![r.task_id.into(), r.resolution_id.into()],
     ));

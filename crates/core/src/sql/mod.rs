@@ -519,6 +519,7 @@ mod placeholder_tests {
             objective: "obj",
             objective_preview: "obj",
             meta_json: "{}",
+            queue: crate::queue::DEFAULT_QUEUE,
             now: 1,
             idempotency: Some(("k", "f", 202, "{}")),
         };
@@ -666,7 +667,9 @@ mod placeholder_tests {
         v.push(run_sql::select_session(d, "s"));
         v.push(run_sql::select_claim_holder(d, "s"));
         v.push(run_sql::select_claim_by_task(d, "t"));
-        v.push(runner_sql::lease_candidates(d, 5));
+        v.push(runner_sql::lease_candidates(d, "q", 5));
+        v.push(runner_sql::leasable_since(d, 1, 5));
+        v.push(runner_sql::release_lease(d, "t", "r", 1, 2));
         v.extend(runner_sql::try_lease(d, "t", "r", 1));
         v.extend(runner_sql::heartbeat(
             d,

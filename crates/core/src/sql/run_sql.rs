@@ -13,13 +13,13 @@ use crate::{
 /// Columns of a run as read by [`crate::run::RunRow::from_row`] (PostgreSQL renders JSONB as text).
 macro_rules! run_cols {
     (sqlite) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at, queue"
     };
     (postgres) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, result::text AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, result::text AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at, queue"
     };
     (mysql) => {
-        "task_id, session_id, owner, instance_id, status, objective_preview, CAST(result AS CHAR) AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at"
+        "task_id, session_id, owner, instance_id, status, objective_preview, CAST(result AS CHAR) AS result, error, error_code, held_by, lease_epoch, lease_acked, cancel_requested, heartbeat_at, last_seq, created_at, updated_at, queue"
     };
 }
 
@@ -33,6 +33,10 @@ pub struct NewRun<'a> {
     pub objective: &'a str,
     pub objective_preview: &'a str,
     pub meta_json: &'a str,
+    /// The named task queue the run is leased from (a safe id; [`crate::queue::DEFAULT_QUEUE`] when
+    /// the submit named none).
+    pub queue: &'a str,
+    /// Admission time: `created_at`, `heartbeat_at` and `updated_at` (the run is leasable from now).
     pub now: i64,
     /// `(scoped_key, fingerprint, response_status, response_body)` when the submit carried a key.
     pub idempotency: Option<(&'a str, &'a str, i64, &'a str)>,
@@ -140,17 +144,17 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
         session,
         stmt(
             ["INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-             objective_preview, meta, heartbeat_at, created_at, updated_at) \
-             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 \
+             objective_preview, meta, heartbeat_at, created_at, updated_at, queue) \
+             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
             "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-             objective_preview, meta, heartbeat_at, created_at, updated_at) \
+             objective_preview, meta, heartbeat_at, created_at, updated_at, queue) \
              SELECT $1::varchar, $2::varchar, $3::varchar, $4::varchar, 'running', $5::text, $6::varchar, \
-             $7::jsonb, $8::bigint, $8::bigint, $8::bigint \
+             $7::jsonb, $8::bigint, $8::bigint, $8::bigint, $9::varchar \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $2::varchar AND owner IS NOT DISTINCT FROM $3::varchar)",
             "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-             objective_preview, meta, heartbeat_at, created_at, updated_at) \
-             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8 FROM DUAL \
+             objective_preview, meta, heartbeat_at, created_at, updated_at, queue) \
+             SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 FROM DUAL \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)"],
             1,
             vec![
@@ -162,6 +166,7 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
                 r.objective_preview.into(),
                 r.meta_json.into(),
                 r.now.into(),
+                r.queue.into(),
             ],
         ),
         stmt(

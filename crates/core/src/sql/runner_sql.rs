@@ -1,5 +1,18 @@
 //! The runner protocol's statements, in three dialects: lease, heartbeat (with steer delivery),
-//! finish, and steer queueing.
+//! finish, and steer queueing; and the reads and writes of the queues' dispatchers (a queue's
+//! backlog, the runs leasable for a while, the fenced release of an unacknowledged lease).
+//!
+//! **Leasable.** A run is leasable while it is `running` and no runner holds it (`held_by IS NULL`).
+//! Every write that makes it so sets `updated_at = now`: the admission, a gate decision that resumes
+//! it, the requeue of an unacknowledged lease, and [`release_lease`]. So an unheld running run's
+//! `updated_at` is when it became leasable (or later: a cancel request on it also moves it).
+//!
+//! **Ordered reads with `held_by IS NULL`.** PostgreSQL does not treat `held_by IS NULL` as fixing
+//! `held_by` when it matches an ORDER BY to an index, so `ORDER BY created_at` over an index
+//! `(…, held_by, created_at)` would sort; its text orders by `held_by` first (the same order: every
+//! row read has `held_by` NULL), exactly the index's. MariaDB sorts (filesort) when `held_by` is
+//! named in that ORDER BY, and needs it left out; SQLite takes either. So these reads differ between
+//! dialects in their ORDER BY only, and no engine sorts (the plan tests check all three).
 //!
 //! Every write by a lease holder is fenced by the lease and the holder's identity:
 //! `lease_epoch = ? AND held_by = ? AND status = 'running'` sits in the WHERE clause of each statement
@@ -12,14 +25,70 @@
 use super::{Dialect, Stmt};
 use crate::status::TerminalStatus;
 
-/// The oldest `running` runs no runner holds (lease candidates), oldest first. Served by
-/// `idx_task_run_lease (status, held_by, created_at, task_id)`: no sort, no scan of held runs.
-pub fn lease_candidates(d: Dialect, limit: i64) -> Stmt {
+/// The oldest `running` runs of `queue` no runner holds (lease candidates, a queue's backlog),
+/// oldest first by `(created_at, task_id)`, at most `limit`: `task_id, queue, created_at`. Served by
+/// `idx_task_run_lease (queue, status, held_by, created_at, task_id)`: no sort, no scan of held runs
+/// or of other queues.
+pub fn lease_candidates(d: Dialect, queue: &str, limit: i64) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE queue = ?1 AND status = 'running' AND held_by IS NULL \
+         ORDER BY created_at, task_id LIMIT ?2",
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE queue = $1 AND status = 'running' AND held_by IS NULL \
+         ORDER BY held_by, created_at, task_id LIMIT $2",
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE queue = ?1 AND status = 'running' AND held_by IS NULL \
+         ORDER BY created_at, task_id LIMIT ?2",
+        vec![queue.into(), limit.into()],
+    )
+}
+
+/// The `running` runs of every queue no runner holds that became leasable before `before` (their
+/// `updated_at`, see the module's note), oldest first by `(updated_at, task_id)`, at most `limit`:
+/// `task_id, queue, created_at`. Served by `idx_task_run_leasable (status, held_by, updated_at,
+/// task_id)`: no sort, no scan of held or ended runs.
+pub fn leasable_since(d: Dialect, before: i64, limit: i64) -> Stmt {
+    Stmt::pick(
+        d,
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE status = 'running' AND held_by IS NULL AND updated_at < ?1 \
+         ORDER BY updated_at, task_id LIMIT ?2",
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE status = 'running' AND held_by IS NULL AND updated_at < $1 \
+         ORDER BY held_by, updated_at, task_id LIMIT $2",
+        "SELECT task_id, queue, created_at FROM task_run \
+         WHERE status = 'running' AND held_by IS NULL AND updated_at < ?1 \
+         ORDER BY updated_at, task_id LIMIT ?2",
+        vec![before.into(), limit.into()],
+    )
+}
+
+/// The fenced release of an unacknowledged lease: the run becomes unheld again (`held_by = NULL`,
+/// `lease_acked = 0`, leasable since `now`: `heartbeat_at` and `updated_at`), only while `runner_id`
+/// holds it under `lease_epoch`, has not acknowledged it, and it is `running`. 1 row changed = this
+/// call released it. The epoch stays as it is: the old holder is fenced out by `held_by` (NULL now)
+/// and any later lease moves the epoch on. (The requeue reaper, [`super::claim_sql::requeue_unacked_leases`],
+/// returns unacknowledged leases the same way, but also moves the epoch on; both fence the holder.)
+pub fn release_lease(
+    d: Dialect,
+    task_id: &str,
+    runner_id: &str,
+    lease_epoch: i64,
+    now: i64,
+) -> Stmt {
     Stmt::portable(
         d,
-        "SELECT task_id FROM task_run WHERE status = 'running' AND held_by IS NULL \
-         ORDER BY created_at, task_id LIMIT ?1",
-        vec![limit.into()],
+        "UPDATE task_run SET held_by = NULL, lease_acked = 0, heartbeat_at = ?4, updated_at = ?4 \
+         WHERE task_id = ?1 AND held_by = ?2 AND lease_epoch = ?3 AND lease_acked = 0 \
+         AND status = 'running'",
+        vec![
+            task_id.into(),
+            runner_id.into(),
+            lease_epoch.into(),
+            now.into(),
+        ],
     )
 }
 

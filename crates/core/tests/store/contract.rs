@@ -9,12 +9,14 @@ use sema_core::{
     sql::DbError,
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
-        LeaderChild, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park, ParkStatus,
-        Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs, StartChild,
-        Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus, Tick,
-        TickRecord,
+        LeaderChild, Leasable, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park,
+        ParkStatus, Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs,
+        StartChild, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus,
+        Tick, TickRecord,
     },
 };
+
+use sema_core::queue::DEFAULT_QUEUE;
 
 const NOW: i64 = 1_700_000_000_000;
 /// The API's byte bound of one page of events.
@@ -29,6 +31,7 @@ fn new_run<'a>(task: &'a str, session: &'a str, owner: Option<&'a str>, now: i64
         objective: "do the thing",
         objective_preview: "do the thing",
         meta_json: r#"{"k":1}"#,
+        queue: DEFAULT_QUEUE,
         now,
         idempotency: None,
     }
@@ -598,7 +601,12 @@ async fn cancel_requests_match_owners_null_safely<F: Fixture>(fx: &F) {
 async fn a_page_of_events_stops_after_the_event_that_reaches_its_byte_bound<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     // Sizes differ per event and include multi-byte characters, so characters ≠ bytes.
     let texts: Vec<String> = (1..=5)
         .map(|i| format!(r#"{{"delta":"{}"}}"#, "é".repeat(i * 10)))
@@ -654,7 +662,12 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         data,
         event_id: None,
     };
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     let a = append(
         &s,
         "t1",
@@ -706,7 +719,12 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
             "epoch {epoch}"
         );
     }
-    let epoch = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let epoch = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(epoch, resumed + 1);
     assert_eq!(
         append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
@@ -840,7 +858,12 @@ async fn session_listings_page_by_recent_activity<F: Fixture>(fx: &F) {
 async fn delete_by_session_removes_rows_events_checkpoints_and_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     append(
         &s,
         "t1",
@@ -1693,7 +1716,7 @@ async fn two_runners_never_win_the_same_lease<F: Fixture + Sync>(fx: &F) {
                     scope.spawn(move || {
                         let store = fx.store();
                         barrier.wait();
-                        pollster::block_on(store.lease(runner, NOW + 10, 4)).unwrap()
+                        pollster::block_on(store.lease(runner, DEFAULT_QUEUE, NOW + 10, 4)).unwrap()
                     })
                 })
                 .collect();
@@ -1711,7 +1734,11 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
     let s = fx.store();
     admit(&s, "young", "s2", Some("alice"), NOW + 5).await;
     admit(&s, "old", "s1", Some("alice"), NOW).await;
-    let first = s.lease("r1", NOW + 10, 8).await.unwrap().unwrap();
+    let first = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 10, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (first.task_id.as_str(), first.session_id.as_str()),
         ("old", "s1")
@@ -1728,9 +1755,16 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
         (run.heartbeat_at, run.updated_at),
         (Some(NOW + 10), NOW + 10)
     );
-    let second = s.lease("r2", NOW + 11, 8).await.unwrap().unwrap();
+    let second = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 11, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.task_id, "young");
-    assert_eq!(s.lease("r3", NOW + 12, 8).await.unwrap(), None);
+    assert_eq!(
+        s.lease("r3", DEFAULT_QUEUE, NOW + 12, 8).await.unwrap(),
+        None
+    );
 }
 
 async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F) {
@@ -1743,7 +1777,10 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
     s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
         .await
         .unwrap();
-    assert_eq!(s.lease("r1", NOW + 2, 8).await.unwrap(), None);
+    assert_eq!(
+        s.lease("r1", DEFAULT_QUEUE, NOW + 2, 8).await.unwrap(),
+        None
+    );
     // A resumed run is leasable again, under a newer epoch than its parked leg.
     let resumed = match decide(
         &s,
@@ -1758,7 +1795,11 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
         Decided::Resumed { lease_epoch, .. } => lease_epoch,
         other => panic!("{other:?}"),
     };
-    let lease = s.lease("r1", NOW + 4, 8).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 4, 8)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(lease.task_id, "parked");
     assert_eq!(lease.lease_epoch, resumed + 1);
 }
@@ -1766,7 +1807,11 @@ async fn cancelled_parked_and_finished_runs_are_never_leased<F: Fixture>(fx: &F)
 async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(steer(&s, "t1", "turn left", NOW + 2).await, Some(1));
     assert_eq!(
         s.heartbeat(&beat("t1", lease.lease_epoch + 1, "d1", NOW + 3))
@@ -1804,7 +1849,7 @@ async fn a_stale_epoch_heartbeat_changes_nothing<F: Fixture>(fx: &F) {
 async fn a_heartbeat_in_the_same_millisecond_keeps_the_lease<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    let lease = s.lease("r1", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     for delivery in ["d1", "d2", "d3"] {
         let b = s
             .heartbeat(&beat("t1", lease.lease_epoch, delivery, NOW))
@@ -1820,7 +1865,11 @@ async fn a_heartbeat_in_the_same_millisecond_keeps_the_lease<F: Fixture>(fx: &F)
 async fn heartbeats_carry_the_cancel_request<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let b = s
         .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
         .await
@@ -1847,7 +1896,11 @@ async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
     for (i, m) in ["one", "two", "three"].iter().enumerate() {
         assert_eq!(steer(&s, "t1", m, NOW + i as i64).await, Some(i as i64 + 1));
     }
-    let lease = s.lease("r1", NOW + 5, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 5, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let e = lease.lease_epoch;
     let b = s
         .heartbeat(&beat("t1", e, "d1", NOW + 6))
@@ -1925,7 +1978,11 @@ async fn a_full_steer_queue_refuses_and_loses_nothing_queued<F: Fixture>(fx: &F)
         "a 4th message would exceed 3"
     );
     // Delivered messages leave the queue: room again, and seqs stay contiguous.
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let b = s
         .heartbeat(&beat("t1", lease.lease_epoch, "d1", NOW + 2))
         .await
@@ -1972,7 +2029,11 @@ async fn steer_queue_bytes_are_counted_in_bytes_not_characters<F: Fixture>(fx: &
 async fn a_heartbeat_takes_at_most_a_page_of_steer_messages_oldest_first<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     for m in ["m1", "m2", "m3", "m4", "m5"] {
         steer(&s, "t1", m, NOW + 2).await.unwrap();
     }
@@ -2030,7 +2091,11 @@ async fn concurrent_steers_of_one_run_get_distinct_seqs<F: Fixture + Sync>(fx: &
 async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let e = lease.lease_epoch;
     assert_eq!(
         append(
@@ -2104,7 +2169,11 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
 async fn a_finish_with_a_stale_epoch_writes_nothing<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let lease = s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     for stale in [lease.lease_epoch - 1, lease.lease_epoch + 1] {
         assert_eq!(
             s.finish_run(&finish("t1", stale, TerminalStatus::Completed, NOW + 2))
@@ -2149,7 +2218,7 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
         admit(&fx.store(), &task, &session, None, NOW).await;
         let e = fx
             .store()
-            .lease("r1", NOW, 8)
+            .lease("r1", DEFAULT_QUEUE, NOW, 8)
             .await
             .unwrap()
             .unwrap()
@@ -2201,7 +2270,12 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
 async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(
         append(&s, "t1", e, "r1", &[event("x", "{}", Some("e1"))], NOW)
             .await
@@ -2227,7 +2301,12 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
     assert_eq!(events.len(), 1);
     // The same event id in another run is another event.
     admit(&s, "t2", "s2", None, NOW).await;
-    let e2 = s.lease("r2", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e2 = s
+        .lease("r2", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     assert_eq!(
         append(&s, "t2", e2, "r2", &[event("x", "{}", Some("e1"))], NOW)
             .await
@@ -2520,7 +2599,7 @@ async fn runner_writes_without_the_current_lease_and_its_holder_write_nothing<F:
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW + 1).await;
     let e = s
-        .lease("r1", NOW + 2, 8)
+        .lease("r1", DEFAULT_QUEUE, NOW + 2, 8)
         .await
         .unwrap()
         .unwrap()
@@ -2555,7 +2634,7 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2586,7 +2665,7 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
     // A new lease starts unacknowledged again.
     admit(&s, "t2", "s1", None, NOW + 5).await;
     let e2 = s
-        .lease("r2", NOW + 6, 1)
+        .lease("r2", DEFAULT_QUEUE, NOW + 6, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2599,7 +2678,7 @@ async fn an_append_by_the_holder_refreshes_liveness_and_acknowledges_the_lease<F
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2640,7 +2719,7 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2672,7 +2751,11 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
     // Requeued once: an unheld run is not requeued again.
     assert_eq!(requeue(&s, NOW + 100, NOW + 100, 10).await.unwrap(), vec![]);
     // Another runner leases it under a newer epoch still; the old holder stays fenced out.
-    let lease = s.lease("r2", NOW + 12, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 12, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((lease.task_id.as_str(), lease.lease_epoch), ("t1", e + 2));
     assert_refused(&s, "t1", e, "r1", NOW + 13).await;
     assert_refused(&s, "t1", e + 2, "r1", NOW + 13).await;
@@ -2686,7 +2769,12 @@ async fn an_unacknowledged_lease_is_requeued_after_the_cutoff_and_its_silent_hol
 async fn an_acknowledged_lease_is_never_requeued<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "acked", "s1", None, NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     // A heartbeat in the lease's own millisecond still acknowledges it.
     assert!(s
         .heartbeat(&beat("acked", e, "d1", NOW))
@@ -2713,7 +2801,10 @@ async fn requeue_is_bounded_per_tick_and_oldest_first<F: Fixture>(fx: &F) {
     let s = fx.store();
     for i in 0..3 {
         admit(&s, &format!("t{i}"), &format!("s{i}"), None, NOW).await;
-        s.lease("r1", NOW + i, 8).await.unwrap().unwrap();
+        s.lease("r1", DEFAULT_QUEUE, NOW + i, 8)
+            .await
+            .unwrap()
+            .unwrap();
     }
     assert_eq!(
         requeue(&s, NOW + 10, NOW + 20, 2).await.unwrap(),
@@ -2733,7 +2824,7 @@ async fn overlapping_requeue_ticks_requeue_and_report_each_run_once<F: Fixture +
     for i in 0..7 {
         let (task, session) = (format!("t{i}"), format!("s{i}"));
         admit(&s, &task, &session, None, NOW).await;
-        s.lease(&format!("r{i}"), NOW + i, 8)
+        s.lease(&format!("r{i}"), DEFAULT_QUEUE, NOW + i, 8)
             .await
             .unwrap()
             .unwrap();
@@ -2776,11 +2867,15 @@ async fn held_and_queued_runs_are_reaped_by_their_own_cutoff<F: Fixture>(fx: &F)
     admit(&s, "held_old", "s1", None, NOW - 2).await;
     admit(&s, "held_young", "s2", None, NOW - 1).await;
     assert_eq!(
-        s.lease("r1", NOW + 10, 1).await.unwrap().unwrap().task_id,
+        s.lease("r1", DEFAULT_QUEUE, NOW + 10, 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
         "held_old"
     );
     let e = s
-        .lease("r2", NOW + 10, 1)
+        .lease("r2", DEFAULT_QUEUE, NOW + 10, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2850,7 +2945,7 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2875,7 +2970,7 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
         .unwrap());
     admit(&s, "t2", "s2", None, NOW).await;
     let queued = snapshot_of(&s, "t2").await;
-    s.lease("r2", NOW, 1).await.unwrap().unwrap();
+    s.lease("r2", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     assert!(!s
         .fail_if_unchanged(&guarded(&queued, NOW + 5))
         .await
@@ -2892,7 +2987,10 @@ async fn a_guarded_fail_loses_to_a_heartbeat_that_landed_after_the_snapshot<F: F
 async fn a_guarded_fail_wins_when_nothing_changed_and_releases_the_claim<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    s.lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let snapshot = snapshot_of(&s, "t1").await;
     assert_eq!(snapshot.held_by.as_deref(), Some("r1"));
     assert!(s
@@ -2951,7 +3049,7 @@ async fn a_takeover_admits_the_new_run_and_fails_the_old_with_the_reason_and_no_
     let s = fx.store();
     admit(&s, "old", "s1", Some("alice"), NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -2996,7 +3094,7 @@ async fn a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing<F
     let s = fx.store();
     admit(&s, "old", "s1", None, NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3040,7 +3138,10 @@ async fn a_takeover_whose_snapshot_is_outdated_returns_held_and_writes_nothing<F
 async fn a_takeover_refused_for_another_reason_writes_nothing_either<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "old", "s1", Some("alice"), NOW).await;
-    s.lease("r1", NOW + 1, 1).await.unwrap().unwrap();
+    s.lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap();
     admit(&s, "elsewhere", "s2", Some("alice"), NOW).await;
     let snapshot = snapshot_of(&s, "old").await;
     let before = s.get_run("old").await.unwrap().unwrap();
@@ -3193,7 +3294,7 @@ async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) 
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
     let e = s
-        .lease("r1", NOW + 1, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3481,6 +3582,7 @@ async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F
                 kind: kind.into(),
                 status: TerminalStatus::Cancelled,
                 done_seq: 2,
+                queue: DEFAULT_QUEUE.into(),
             }
         );
         let run = s.get_run(&task).await.unwrap().unwrap();
@@ -3515,7 +3617,11 @@ async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F
         admit(&s, &format!("next{i}"), &session, None, NOW + 7).await;
     }
     assert_eq!(
-        s.lease("r1", NOW + 8, 8).await.unwrap().unwrap().task_id,
+        s.lease("r1", DEFAULT_QUEUE, NOW + 8, 8)
+            .await
+            .unwrap()
+            .unwrap()
+            .task_id,
         "next0"
     );
 }
@@ -3542,6 +3648,7 @@ async fn wake_completes_the_parked_run_with_its_card_and_frees_the_session<F: Fi
             kind: "task_done".into(),
             status: TerminalStatus::Completed,
             done_seq: 2,
+            queue: DEFAULT_QUEUE.into(),
         }
     );
     let run = s.get_run("t1").await.unwrap().unwrap();
@@ -3637,7 +3744,7 @@ async fn a_decide_tells_nothing_pending_from_another_kind_from_expired_from_a_lo
     assert_eq!(review(NOW + 99).await, Decided::Refused(Refusal::LostRace));
     // Once the resumed run has completed, nothing is pending any more.
     let e = s
-        .lease("r1", NOW + 100, 1)
+        .lease("r1", DEFAULT_QUEUE, NOW + 100, 1)
         .await
         .unwrap()
         .unwrap()
@@ -3705,7 +3812,12 @@ async fn cancel_and_terminal_writes_void_the_pending_gate<F: Fixture>(fx: &F) {
 async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", Some("alice"), NOW).await;
-    let e = s.lease("r1", NOW, 1).await.unwrap().unwrap().lease_epoch;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
     let token = "tok-4f1c9e-secret";
     let id = gate::checkpoint_id(token.as_bytes());
     let card = r#"{"q":"run rm -rf?"}"#;
@@ -3753,7 +3865,10 @@ async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
     )
     .await;
     seen.push(format!("{decided:?}"));
-    seen.push(format!("{:?}", s.lease("r2", NOW + 3, 1).await.unwrap()));
+    seen.push(format!(
+        "{:?}",
+        s.lease("r2", DEFAULT_QUEUE, NOW + 3, 1).await.unwrap()
+    ));
     seen.push(format!(
         "{:?}",
         s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()
@@ -3770,7 +3885,7 @@ async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
 async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
-    let first = s.lease("r1", NOW, 1).await.unwrap().unwrap();
+    let first = s.lease("r1", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
     assert_eq!(
         first.resume, None,
         "a run never parked resumes from nothing"
@@ -3796,7 +3911,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
     );
     let resumed = &s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()[1];
     assert_eq!((resumed.seq, resumed.kind.as_str()), (2, "resumed"));
-    let lease = s.lease("r2", NOW + 3, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r2", DEFAULT_QUEUE, NOW + 3, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(lease.lease_epoch, lease_epoch + 1);
     assert_eq!(lease.last_seq, 2);
     let resume = lease.resume.unwrap();
@@ -3823,7 +3942,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         "tool_approval"
     );
     approve(&s, "s1", NOW + 5).await;
-    let lease = s.lease("r3", NOW + 6, 1).await.unwrap().unwrap();
+    let lease = s
+        .lease("r3", DEFAULT_QUEUE, NOW + 6, 1)
+        .await
+        .unwrap()
+        .unwrap();
     let resume = lease.resume.unwrap();
     assert_eq!(
         (
@@ -3847,7 +3970,11 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         .await
         .unwrap();
     assert_eq!(requeued, pairs(&[("s1", "t1")]));
-    let again = s.lease("r4", NOW + 101, 1).await.unwrap().unwrap();
+    let again = s
+        .lease("r4", DEFAULT_QUEUE, NOW + 101, 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(again.resume.unwrap().kind, "tool_approval");
 }
 
@@ -3962,6 +4089,7 @@ fn child_run<'a>(
         objective: &child.objective,
         objective_preview: &child.objective,
         meta_json: &child.meta_json,
+        queue: DEFAULT_QUEUE,
         now,
         idempotency: None,
     }
@@ -4794,4 +4922,512 @@ async fn running_leader_ids_come_in_windows_after_an_exclusive_id_and_skip_settl
         s.running_leader_ids("", 10).await.unwrap(),
         ["r01", "r04", "r07", "r08"]
     );
+}
+
+// ---- Named task queues: leasing per queue, a queue's backlog, the sweep of runs leasable for a
+// while, the dispatcher's lease of a named run and its release of a lease never received. ----
+
+every_dialect!(
+    runs_of_one_queue_are_never_leased_from_another,
+    a_submit_that_names_no_queue_lands_in_the_default_queue,
+    of_concurrent_leases_of_one_named_run_exactly_one_wins,
+    a_lease_of_a_named_run_loses_for_a_held_parked_ended_or_missing_run_and_writes_nothing,
+    a_queue_backlog_lists_its_leasable_runs_oldest_first_and_nothing_else,
+    unleased_since_counts_from_when_a_run_last_became_leasable,
+    release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_epoch,
+    a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out,
+    the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions,
+);
+
+/// Admits `task` into `session` (anonymous owner) on `queue` and asserts it was created.
+async fn admit_in<S: AdmissionStore>(s: &S, task: &str, session: &str, queue: &str, now: i64) {
+    let out = s
+        .create_run(&NewRun {
+            queue,
+            ..new_run(task, session, None, now)
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, CreateRun::Created, "admitting {task} on {queue}");
+}
+
+/// The task ids of leasable runs, in the order read.
+fn ids(runs: &[Leasable]) -> Vec<&str> {
+    runs.iter().map(|r| r.task_id.as_str()).collect()
+}
+
+async fn runs_of_one_queue_are_never_leased_from_another<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "a_old", "s1", "a", NOW).await;
+    admit_in(&s, "b_old", "s2", "b", NOW + 1).await;
+    admit_in(&s, "a_young", "s3", "a", NOW + 2).await;
+    admit(&s, "d1", "s4", None, NOW).await;
+    // Oldest first within the queue, never a run of another queue, however old.
+    let lease = |runner: &'static str, queue: &'static str, now: i64| {
+        let s = &s;
+        async move {
+            s.lease(runner, queue, now, 8)
+                .await
+                .unwrap()
+                .map(|l| l.task_id)
+        }
+    };
+    assert_eq!(lease("r1", "b", NOW + 10).await.as_deref(), Some("b_old"));
+    assert_eq!(lease("r2", "b", NOW + 10).await, None);
+    assert_eq!(lease("r3", "a", NOW + 10).await.as_deref(), Some("a_old"));
+    assert_eq!(lease("r4", "a", NOW + 10).await.as_deref(), Some("a_young"));
+    assert_eq!(lease("r5", "a", NOW + 10).await, None);
+    assert_eq!(lease("r6", "c", NOW + 10).await, None);
+    assert_eq!(
+        lease("r7", "A", NOW + 10).await,
+        None,
+        "queue names are case-sensitive"
+    );
+    assert_eq!(
+        lease("r8", DEFAULT_QUEUE, NOW + 10).await.as_deref(),
+        Some("d1")
+    );
+    for (task, holder) in [
+        ("a_old", "r3"),
+        ("a_young", "r4"),
+        ("b_old", "r1"),
+        ("d1", "r8"),
+    ] {
+        let run = s.get_run(task).await.unwrap().unwrap();
+        assert_eq!((run.held_by.as_deref(), run.lease_epoch), (Some(holder), 1));
+    }
+}
+
+async fn a_submit_that_names_no_queue_lands_in_the_default_queue<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let (_, body): (_, sema_core::wire::SubmitRunBody) =
+        sema_core::wire::parse_body(br#"{"sessionId":"s1","objective":"do it"}"#).unwrap();
+    let submit = body.validate().unwrap();
+    assert_eq!(submit.queue, DEFAULT_QUEUE);
+    s.create_run(&NewRun {
+        queue: &submit.queue,
+        ..new_run("t1", submit.session_id.as_str(), None, NOW)
+    })
+    .await
+    .unwrap();
+    // A row written without naming the column (an operator's insert) is in the default queue too.
+    fx.raw(
+        "INSERT INTO task_run (task_id, session_id, instance_id, status, objective, \
+         objective_preview, meta, heartbeat_at, created_at, updated_at) \
+         VALUES ('t2', 's2', 'i', 'running', 'o', 'o', '{}', 1, 1, 1)",
+    );
+    for task in ["t1", "t2"] {
+        assert_eq!(s.get_run(task).await.unwrap().unwrap().queue, "default");
+    }
+    assert_eq!(
+        ids(&s.queue_backlog(DEFAULT_QUEUE, 10).await.unwrap()),
+        ["t2", "t1"]
+    );
+    let lease = s.lease("r1", DEFAULT_QUEUE, NOW + 1, 8).await.unwrap();
+    assert_eq!(lease.map(|l| l.task_id).as_deref(), Some("t2"));
+}
+
+async fn of_concurrent_leases_of_one_named_run_exactly_one_wins<F: Fixture + Sync>(fx: &F) {
+    for round in 0..5 {
+        let task = format!("race{round}");
+        admit_in(&fx.store(), &task, &format!("s{round}"), "q", NOW + round).await;
+        let barrier = std::sync::Barrier::new(4);
+        let won: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ["runner-a", "runner-b", "runner-c", "runner-d"]
+                .iter()
+                .map(|runner| {
+                    let (barrier, task) = (&barrier, &task);
+                    scope.spawn(move || {
+                        let store = fx.store();
+                        barrier.wait();
+                        pollster::block_on(store.lease_run(task, runner, NOW + 10))
+                            .unwrap()
+                            .map(|lease| (*runner, lease))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = won.into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "round {round}: {won:?}");
+        let (runner, lease) = &won[0];
+        assert_eq!(
+            (lease.task_id.as_str(), lease.lease_epoch),
+            (task.as_str(), 1)
+        );
+        let run = fx.store().get_run(&task).await.unwrap().unwrap();
+        assert_eq!(
+            (run.held_by.as_deref(), run.lease_epoch, run.lease_acked),
+            (Some(*runner), 1, false)
+        );
+    }
+}
+
+async fn a_lease_of_a_named_run_loses_for_a_held_parked_ended_or_missing_run_and_writes_nothing<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // A leasable run of any queue is leased by name, with everything a lease carries.
+    admit_in(&s, "free", "s0", "b", NOW).await;
+    let lease = s.lease_run("free", "r1", NOW + 1).await.unwrap().unwrap();
+    assert_eq!(
+        (lease.task_id.as_str(), lease.session_id.as_str()),
+        ("free", "s0")
+    );
+    assert_eq!(
+        (lease.lease_epoch, lease.last_seq, lease.objective.as_str()),
+        (1, 0, "do the thing")
+    );
+    assert_eq!(lease.resume, None);
+    let run = s.get_run("free").await.unwrap().unwrap();
+    assert_eq!(
+        (run.held_by.as_deref(), run.heartbeat_at, run.updated_at),
+        (Some("r1"), Some(NOW + 1), NOW + 1)
+    );
+    // Held (by another runner, or by the caller itself): lost.
+    admit(&s, "parked", "s1", None, NOW).await;
+    assert!(park(fx, &s, "parked", ParkStatus::Suspended, NOW + 1).await);
+    admit(&s, "done", "s2", None, NOW).await;
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    admit(&s, "cancelled", "s3", None, NOW).await;
+    s.cancel("cancelled", NOW + 1).await.unwrap();
+    for task in ["free", "parked", "done", "cancelled"] {
+        let before = s.get_run(task).await.unwrap().unwrap();
+        for runner in ["r2", "r1"] {
+            assert_eq!(
+                s.lease_run(task, runner, NOW + 5).await.unwrap(),
+                None,
+                "{task} by {runner}"
+            );
+        }
+        assert_eq!(s.get_run(task).await.unwrap().unwrap(), before, "{task}");
+    }
+    assert_eq!(s.lease_run("missing", "r2", NOW + 5).await.unwrap(), None);
+    assert!(s.get_run("missing").await.unwrap().is_none());
+}
+
+async fn a_queue_backlog_lists_its_leasable_runs_oldest_first_and_nothing_else<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "a_tie2", "s1", "a", NOW + 2).await;
+    admit_in(&s, "a_mid", "s2", "a", NOW + 1).await;
+    admit_in(&s, "a_tie1", "s3", "a", NOW + 2).await;
+    admit_in(&s, "a_old", "s4", "a", NOW).await;
+    admit_in(&s, "b_1", "s5", "b", NOW - 10).await;
+    // Not leasable: held, parked, ended, cancelled.
+    for (i, task) in ["a_held", "a_parked", "a_done", "a_cancelled"]
+        .into_iter()
+        .enumerate()
+    {
+        admit_in(&s, task, &format!("x{i}"), "a", NOW - 5).await;
+    }
+    s.lease_run("a_held", "r1", NOW + 3).await.unwrap().unwrap();
+    assert!(park(fx, &s, "a_parked", ParkStatus::NeedsReview, NOW + 3).await);
+    s.set_terminal(&terminal("a_done", TerminalStatus::Failed, NOW + 3))
+        .await
+        .unwrap();
+    s.cancel("a_cancelled", NOW + 3).await.unwrap();
+
+    let backlog = s.queue_backlog("a", 10).await.unwrap();
+    assert_eq!(ids(&backlog), ["a_old", "a_mid", "a_tie1", "a_tie2"]);
+    assert_eq!(
+        backlog[0],
+        Leasable {
+            task_id: "a_old".into(),
+            queue: "a".into(),
+            created_at: NOW
+        }
+    );
+    assert!(backlog.iter().all(|r| r.queue == "a"));
+    assert_eq!(
+        ids(&s.queue_backlog("a", 2).await.unwrap()),
+        ["a_old", "a_mid"]
+    );
+    assert_eq!(ids(&s.queue_backlog("b", 10).await.unwrap()), ["b_1"]);
+    assert!(s.queue_backlog("c", 10).await.unwrap().is_empty());
+    assert!(s.queue_backlog(DEFAULT_QUEUE, 10).await.unwrap().is_empty());
+    // The backlog is the order leases take: the oldest goes first.
+    let lease = s.lease("r2", "a", NOW + 4, 8).await.unwrap().unwrap();
+    assert_eq!(lease.task_id, "a_old");
+    assert_eq!(
+        ids(&s.queue_backlog("a", 10).await.unwrap()),
+        ["a_mid", "a_tie1", "a_tie2"]
+    );
+}
+
+async fn unleased_since_counts_from_when_a_run_last_became_leasable<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    // Admitted: leasable since admission.
+    admit_in(&s, "x", "s1", "a", NOW).await;
+    admit_in(&s, "y", "s2", "b", NOW + 10).await;
+    // Held: never listed while held.
+    admit_in(&s, "held", "s3", "a", NOW).await;
+    let held = s.lease_run("held", "r9", NOW + 1).await.unwrap().unwrap();
+    assert!(s
+        .heartbeat(&beat_by("held", held.lease_epoch, "r9", "d1", NOW + 2))
+        .await
+        .unwrap()
+        .is_some());
+    // Requeued at NOW + 20 (an unacknowledged lease taken at NOW + 1).
+    admit_in(&s, "requeued", "s4", "b", NOW).await;
+    s.lease_run("requeued", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap();
+    // Resumed at NOW + 30 (parked at NOW + 1).
+    admit_in(&s, "resumed", "s5", "a", NOW).await;
+    assert!(park(fx, &s, "resumed", ParkStatus::Suspended, NOW + 1).await);
+    // Released at NOW + 40 (an unacknowledged lease taken at NOW + 2).
+    admit_in(&s, "released", "s6", "c", NOW).await;
+    let released = s
+        .lease_run("released", "r2", NOW + 2)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let since = |before: i64, limit: i64| {
+        let s = &s;
+        async move { s.unleased_since(before, limit).await.unwrap() }
+    };
+    assert!(since(NOW, 10).await.is_empty(), "strictly before");
+    assert_eq!(ids(&since(NOW + 1, 10).await), ["x"]);
+    assert_eq!(ids(&since(NOW + 11, 10).await), ["x", "y"]);
+
+    assert_eq!(
+        requeue(&s, NOW + 2, NOW + 20, 10).await.unwrap(),
+        pairs(&[("s4", "requeued")])
+    );
+    assert_eq!(ids(&since(NOW + 20, 10).await), ["x", "y"]);
+    assert_eq!(ids(&since(NOW + 21, 10).await), ["x", "y", "requeued"]);
+
+    approve(&s, "s5", NOW + 30).await;
+    assert_eq!(ids(&since(NOW + 30, 10).await), ["x", "y", "requeued"]);
+    assert_eq!(
+        ids(&since(NOW + 31, 10).await),
+        ["x", "y", "requeued", "resumed"]
+    );
+
+    assert!(s
+        .release_lease("released", "r2", released.lease_epoch, NOW + 40)
+        .await
+        .unwrap());
+    assert_eq!(ids(&since(NOW + 40, 10).await).len(), 4);
+    let all = since(NOW + 41, 10).await;
+    assert_eq!(ids(&all), ["x", "y", "requeued", "resumed", "released"]);
+    // Each with its queue and admission time, for its dispatcher.
+    assert_eq!(
+        all.iter()
+            .map(|r| (r.queue.as_str(), r.created_at))
+            .collect::<Vec<_>>(),
+        [
+            ("a", NOW),
+            ("b", NOW + 10),
+            ("b", NOW),
+            ("a", NOW),
+            ("c", NOW)
+        ]
+    );
+    // At most `limit`, the longest-waiting first.
+    assert_eq!(ids(&since(NOW + 41, 2).await), ["x", "y"]);
+    // A lease takes a run out of the sweep (queue b's oldest by admission: the requeued one).
+    let lease = s.lease("r3", "b", NOW + 50, 8).await.unwrap().unwrap();
+    assert_eq!(lease.task_id, "requeued");
+    assert_eq!(
+        ids(&since(NOW + 100, 10).await),
+        ["x", "y", "resumed", "released"]
+    );
+}
+
+async fn release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_epoch<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit_in(&s, "t1", "s1", "q", NOW).await;
+    let e = s
+        .lease_run("t1", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let held = s.get_run("t1").await.unwrap().unwrap();
+    // Another runner, another epoch, an epoch below 1, another run: nothing written.
+    for (runner, epoch) in [
+        ("r2", e),
+        ("r1", e + 1),
+        ("r1", e - 1),
+        ("r1", 0),
+        ("r1", -1),
+    ] {
+        assert!(
+            !s.release_lease("t1", runner, epoch, NOW + 2).await.unwrap(),
+            "{runner} at {epoch}"
+        );
+    }
+    assert!(!s.release_lease("nope", "r1", e, NOW + 2).await.unwrap());
+    assert_eq!(s.get_run("t1").await.unwrap().unwrap(), held);
+    // The holder at its epoch, unacknowledged: released; the epoch stays.
+    assert!(s.release_lease("t1", "r1", e, NOW + 3).await.unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            run.status.as_str(),
+            run.held_by,
+            run.lease_epoch,
+            run.lease_acked,
+            run.heartbeat_at,
+            run.updated_at
+        ),
+        ("running", None, e, false, Some(NOW + 3), NOW + 3)
+    );
+    assert_eq!(
+        holder_of(&s, "s1").await.as_deref(),
+        Some("t1"),
+        "the claim stays"
+    );
+    assert!(
+        !s.release_lease("t1", "r1", e, NOW + 4).await.unwrap(),
+        "once"
+    );
+    // An acknowledged lease is never released (its runner received it).
+    let e2 = s
+        .lease_run("t1", "r2", NOW + 5)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert_eq!(e2, e + 1);
+    assert!(s
+        .heartbeat(&beat_by("t1", e2, "r2", "d1", NOW + 6))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(!s.release_lease("t1", "r2", e2, NOW + 7).await.unwrap());
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (run.held_by.as_deref(), run.lease_acked),
+        (Some("r2"), true)
+    );
+    // Parked and ended runs have no lease to release.
+    admit(&s, "parked", "s2", None, NOW).await;
+    assert!(park(fx, &s, "parked", ParkStatus::Suspended, NOW + 1).await);
+    let parked = s.get_run("parked").await.unwrap().unwrap();
+    assert!(!s
+        .release_lease("parked", "parker", parked.lease_epoch, NOW + 2)
+        .await
+        .unwrap());
+    admit(&s, "done", "s3", None, NOW).await;
+    let e3 = s
+        .lease_run("done", "r1", NOW + 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    s.set_terminal(&terminal("done", TerminalStatus::Completed, NOW + 2))
+        .await
+        .unwrap();
+    assert!(!s.release_lease("done", "r1", e3, NOW + 3).await.unwrap());
+    assert_eq!(status_of(&s, "done").await, "completed");
+}
+
+async fn a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    admit_in(&s, "t1", "s1", "q", NOW).await;
+    let e = s
+        .lease("r1", "q", NOW + 1, 8)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    assert!(s.queue_backlog("q", 10).await.unwrap().is_empty());
+    assert!(s.release_lease("t1", "r1", e, NOW + 2).await.unwrap());
+    // Leasable again, from its queue.
+    assert_eq!(ids(&s.queue_backlog("q", 10).await.unwrap()), ["t1"]);
+    // The old holder's writes are fenced out while nobody holds it...
+    assert_refused(&s, "t1", e, "r1", NOW + 3).await;
+    // ...and once another runner holds it under the next epoch.
+    let lease = s.lease("r2", "q", NOW + 4, 8).await.unwrap().unwrap();
+    assert_eq!((lease.task_id.as_str(), lease.lease_epoch), ("t1", e + 1));
+    assert_refused(&s, "t1", e, "r1", NOW + 5).await;
+    // Even the same runner leasing it again gets a new epoch; its old one stays fenced out.
+    assert!(s.release_lease("t1", "r2", e + 1, NOW + 6).await.unwrap());
+    let again = s.lease_run("t1", "r1", NOW + 7).await.unwrap().unwrap();
+    assert_eq!(again.lease_epoch, e + 2);
+    assert_refused(&s, "t1", e, "r1", NOW + 8).await;
+    // The new lease works: a heartbeat acknowledges it, the finish ends the run.
+    assert!(s
+        .heartbeat(&beat("t1", e + 2, "d1", NOW + 9))
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        s.finish_run(&finish("t1", e + 2, TerminalStatus::Completed, NOW + 10))
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert!(s.queue_backlog("q", 10).await.unwrap().is_empty());
+}
+
+async fn the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    let queue = "Gpu-Q.1_x";
+    admit_in(&s, "t1", "s1", queue, NOW).await;
+    let run = s.get_run("t1").await.unwrap().unwrap();
+    assert_eq!(run.queue, queue);
+    let staleness = sema_core::liveness::Staleness {
+        held_ms: 60_000,
+        queued_ms: 60_000,
+        lease_ack_ms: 60_000,
+    };
+    let face: serde_json::Value =
+        serde_json::from_str(&sema_core::answer::face(&run, NOW + 1, &staleness)).unwrap();
+    assert_eq!(face["queue"], queue);
+    let listed = s
+        .list_runs(&ListScope::All, Some("s1"), None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed[0].queue, queue);
+    // A queue name is case-sensitive in every engine.
+    assert!(s.queue_backlog("gpu-q.1_x", 10).await.unwrap().is_empty());
+    assert_eq!(ids(&s.queue_backlog(queue, 10).await.unwrap()), ["t1"]);
+    // A resumed run is leasable again from its queue: the decision names it. A wake's new run
+    // follows the run it wakes: the ending names that run's queue.
+    assert!(park(fx, &s, "t1", ParkStatus::Suspended, NOW + 1).await);
+    match decide(
+        &s,
+        DecidePath::Approvals,
+        GateScope::Session("s1"),
+        Decision::Approve,
+        None,
+        NOW + 2,
+    )
+    .await
+    {
+        Decided::Resumed { queue: q, .. } => assert_eq!(q, queue),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "task_done", None, NOW + 3).await,
+        Parked::Parked { .. }
+    ));
+    match decide(
+        &s,
+        DecidePath::Wake,
+        GateScope::Session("s1"),
+        Decision::Wake,
+        None,
+        NOW + 4,
+    )
+    .await
+    {
+        Decided::Ended { queue: q, .. } => assert_eq!(q, queue),
+        other => panic!("{other:?}"),
+    }
+    // The cancel's read-back carries it too.
+    admit_in(&s, "t2", "s2", queue, NOW).await;
+    let cancelled = s.cancel("t2", NOW + 1).await.unwrap();
+    assert_eq!(cancelled.run.unwrap().queue, queue);
 }

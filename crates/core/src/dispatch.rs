@@ -1,0 +1,421 @@
+//! Task-queue dispatch: the protocol of the dispatcher Durable Object (one per queue) and its pure
+//! bookkeeping — the backlog of runs it knows to be leasable — and the lease body it hands out.
+//!
+//! The dispatcher is a fast path, never the record: D1 holds every run and the lease stays a fenced
+//! compare-and-set on the run row. The dispatcher remembers which runs of its queue are leasable
+//! (told by whoever made them so: an admission, a decision that resumes a run, the cron's sweep),
+//! and which runners wait (oldest first). When both exist it offers the oldest run to the
+//! longest-waiting runner at once, and that runner's own request writes the lease. The runtime does
+//! not tell a waiting request that its client left, so a runner that disconnected mid-wait can be
+//! leased a run; the dispatcher follows every lease it caused ([`Offers`]) and releases one its
+//! runner has not acknowledged within the acknowledgement window, so the run goes to the next
+//! runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
+//! only while its memory is *cold* — just created (the object was evicted or restarted), or after
+//! its backlog overflowed — to learn the queue's backlog; a lost notice only delays a run until the
+//! cron's sweep announces it again.
+//!
+//! Sharding: one object per queue, named by [`object_name`]. A queue too busy for one object is
+//! split by naming several queues (`gpu-1`, `gpu-2`, …) and pointing runner pools at each; the
+//! object's name is the queue name alone, so every isolate derives the same object.
+
+use crate::{error::ApiError, store::Lease};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashSet};
+
+/// The Worker's binding of the dispatcher object class.
+pub const BINDING: &str = "DISPATCH";
+/// The URL of a call.
+pub const CALL_URL: &str = "https://dispatch.internal/call";
+/// Most runners one dispatcher holds waiting; past it a lease request gets `429
+/// runner.too_many_waiting`.
+pub const MAX_WAITERS: usize = 4096;
+/// Most leasable runs a dispatcher remembers; past it the oldest are kept and the memory is marked
+/// cold (D1 is asked again once the backlog drains).
+pub const BACKLOG_MAX: usize = 4096;
+/// How long an offered run waits for its runner's request to say it tried the lease; past it the run
+/// is offered again (the request died before it could lease).
+pub const OFFER_TTL_MS: i64 = 2_000;
+/// How many leasable runs one cold refill reads from D1 (oldest first).
+pub const REFILL: i64 = 64;
+/// Most runs one tick's sweep announces again (oldest leasable first): a lost notice delays a run
+/// by at most one cron period.
+pub const SWEEP_LIMIT: i64 = 500;
+
+/// The name of the dispatcher object of `queue`.
+pub fn object_name(queue: &str) -> String {
+    format!("queue:{queue}")
+}
+
+/// A run the dispatcher may lease: its task id and the time it became leasable (for oldest-first).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Ready {
+    pub since: i64,
+    pub task_id: String,
+}
+
+/// A call from the Worker to a queue's dispatcher.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum DispatchCall {
+    /// A runner waits up to `wait_ms` for a run of `queue` (the object's own queue).
+    Wait {
+        queue: String,
+        runner_id: String,
+        wait_ms: u64,
+    },
+    /// These runs of `queue` became leasable.
+    Notify { queue: String, runs: Vec<Ready> },
+    /// The runner's request that was offered `task_id` tried to lease it: lost (`lease: None`), or
+    /// won as `(runner_id, lease_epoch)` — then the dispatcher follows it until acknowledged.
+    Taken {
+        queue: String,
+        task_id: String,
+        lease: Option<(String, i64)>,
+    },
+    /// What the dispatcher holds (diagnostics, tests).
+    Stats,
+}
+
+/// The dispatcher's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum DispatchReply {
+    /// A run offered to this runner: its request leases it (the fenced compare-and-set) and says so
+    /// with [`DispatchCall::Taken`].
+    Offered {
+        task_id: String,
+    },
+    /// Nothing within the wait.
+    Empty,
+    /// A notice was taken; `handed` runs were offered to waiting runners at once.
+    Noted {
+        handed: usize,
+    },
+    /// A taken offer was settled.
+    Settled,
+    Stats {
+        waiters: usize,
+        backlog: usize,
+        offered: usize,
+        cold: bool,
+    },
+    Refused(ApiError),
+    Failed {
+        cause: String,
+    },
+}
+
+/// The runs a dispatcher knows to be leasable, oldest first, bounded, with whether D1 may hold more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    ready: BTreeSet<Ready>,
+    /// The task ids in `ready` (a run is remembered once, at its first `since`).
+    ids: HashSet<String>,
+    /// D1 may hold leasable runs this memory does not: refill before trusting an empty backlog.
+    cold: bool,
+    /// D1 was read at least once: before that, what notices added may be newer than runs D1 holds.
+    read_once: bool,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Backlog {
+    /// A new dispatcher knows nothing yet: cold.
+    pub fn new() -> Self {
+        Self {
+            ready: BTreeSet::new(),
+            ids: HashSet::new(),
+            cold: true,
+            read_once: false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ready.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    pub fn is_cold(&self) -> bool {
+        self.cold
+    }
+
+    /// Whether to ask D1 now: the memory is cold and holds nothing to hand out, or D1 was never
+    /// read (runs noticed by a new object may be newer than runs it was never told of: oldest first
+    /// needs the read).
+    pub fn needs_refill(&self) -> bool {
+        self.cold && (self.ready.is_empty() || !self.read_once)
+    }
+
+    /// Adds runs (duplicates merge). Past [`BACKLOG_MAX`] the newest are dropped and the memory
+    /// turns cold, so they are found in D1 once the older ones are gone.
+    pub fn add(&mut self, runs: impl IntoIterator<Item = Ready>) {
+        for r in runs {
+            if self.ids.insert(r.task_id.clone()) {
+                self.ready.insert(r);
+            }
+        }
+        while self.ready.len() > BACKLOG_MAX {
+            if let Some(r) = self.ready.pop_last() {
+                self.ids.remove(&r.task_id);
+            }
+            self.cold = true;
+        }
+    }
+
+    /// Takes a refill read from D1 (`limit` asked): the memory is warm again unless the read was full.
+    pub fn refilled(&mut self, runs: Vec<Ready>, limit: i64) {
+        let full = runs.len() as i64 >= limit;
+        self.add(runs);
+        self.cold = full;
+        self.read_once = true;
+    }
+
+    /// The oldest leasable run, removed.
+    pub fn pop(&mut self) -> Option<Ready> {
+        let r = self.ready.pop_first()?;
+        self.ids.remove(&r.task_id);
+        Some(r)
+    }
+}
+
+/// A run handed out and not yet known to be in good hands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handout {
+    pub ready: Ready,
+    /// When it is looked at again.
+    pub due: i64,
+    /// Set once the runner's request leased it: `(runner_id, lease_epoch)`.
+    pub lease: Option<(String, i64)>,
+}
+
+/// Runs offered to waiting runners, followed until the runner is known to hold them: an offer lapses
+/// after [`OFFER_TTL_MS`] unless the runner's request says it tried the lease; a lease its runner
+/// has not acknowledged (first heartbeat or append) by its due time is released — fenced on that
+/// runner, that epoch and `lease_acked = 0` — and the run offered again. So a runner that left while
+/// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offers {
+    open: Vec<Handout>,
+}
+
+impl Offers {
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// `ready` was offered at `now`.
+    pub fn offer(&mut self, ready: Ready, now: i64) {
+        self.open.push(Handout {
+            ready,
+            due: now.saturating_add(OFFER_TTL_MS),
+            lease: None,
+        });
+    }
+
+    /// The runner's request tried the lease of `task_id` at `now`: lost (`None`), the run is not
+    /// ours to follow any more; won, it is followed until `now + ack_ms`.
+    pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
+        match lease {
+            None => self.open.retain(|h| h.ready.task_id != task_id),
+            Some(l) => {
+                if let Some(h) = self.open.iter_mut().find(|h| h.ready.task_id == task_id) {
+                    h.lease = Some(l);
+                    h.due = now.saturating_add(ack_ms);
+                }
+            }
+        }
+    }
+
+    /// The handouts due at `now`, removed: an offer no request took up goes back to the backlog; a
+    /// lease is released if still unacknowledged (then its run goes back too).
+    pub fn due(&mut self, now: i64) -> Vec<Handout> {
+        let (due, open): (Vec<_>, Vec<_>) = self.open.drain(..).partition(|h| h.due <= now);
+        self.open = open;
+        due
+    }
+
+    /// When the next handout is due.
+    pub fn next_due(&self) -> Option<i64> {
+        self.open.iter().map(|h| h.due).min()
+    }
+}
+
+/// The lease as the runner receives it: `{taskId, sessionId, leaseEpoch, objective, meta, lastSeq,
+/// resume?}`; a resumed run's `resume` names the gate, the decision, and its `reason` (or a plan
+/// review's `feedback`).
+pub fn lease_body(l: &Lease) -> String {
+    let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
+    let mut body = serde_json::json!({
+        "taskId": l.task_id,
+        "sessionId": l.session_id,
+        "leaseEpoch": l.lease_epoch,
+        "objective": l.objective,
+        "meta": meta,
+        "lastSeq": l.last_seq,
+    });
+    if let Some(r) = &l.resume {
+        let note = if r.kind == "plan_review" {
+            "feedback"
+        } else {
+            "reason"
+        };
+        let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
+        let mut resume = serde_json::json!({
+            "gate": {"kind": r.kind, "card": card},
+            "decision": r.decision,
+        });
+        if let Some(text) = &r.reason {
+            resume[note] = text.as_str().into();
+        }
+        body["resume"] = resume;
+    }
+    body.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(since: i64, id: &str) -> Ready {
+        Ready {
+            since,
+            task_id: id.into(),
+        }
+    }
+
+    #[test]
+    fn a_new_backlog_is_cold_and_a_short_refill_warms_it() {
+        let mut b = Backlog::new();
+        assert!(b.needs_refill());
+        b.refilled(vec![ready(2, "b"), ready(1, "a")], REFILL);
+        assert!(!b.is_cold() && !b.needs_refill());
+        assert_eq!(b.pop(), Some(ready(1, "a")));
+        assert_eq!(b.pop(), Some(ready(2, "b")));
+        // Empty and warm: trusted, no D1 query.
+        assert!(b.pop().is_none() && !b.needs_refill());
+    }
+
+    #[test]
+    fn a_full_refill_stays_cold_so_the_rest_is_read_once_this_drains() {
+        let mut b = Backlog::new();
+        b.refilled(vec![ready(1, "a"), ready(2, "b")], 2);
+        assert!(b.is_cold() && !b.needs_refill());
+        b.pop();
+        b.pop();
+        assert!(b.needs_refill());
+    }
+
+    #[test]
+    fn a_new_backlog_told_of_a_run_still_reads_d1_once_so_older_runs_go_first() {
+        let mut b = Backlog::new();
+        b.add([ready(9, "new")]);
+        assert!(b.needs_refill());
+        b.refilled(vec![ready(1, "old"), ready(9, "new")], REFILL);
+        assert!(!b.needs_refill());
+        assert_eq!(b.pop().unwrap().task_id, "old");
+        assert_eq!(b.pop().unwrap().task_id, "new");
+    }
+
+    #[test]
+    fn notices_merge_duplicates_and_hand_out_oldest_first() {
+        let mut b = Backlog::new();
+        b.refilled(vec![], REFILL);
+        b.add([ready(5, "x"), ready(3, "y"), ready(9, "x")]);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.pop().unwrap().task_id, "y");
+        assert_eq!(b.pop().unwrap().task_id, "x");
+    }
+
+    #[test]
+    fn an_overflowing_backlog_keeps_the_oldest_and_turns_cold() {
+        let mut b = Backlog::new();
+        b.refilled(vec![], REFILL);
+        b.add((0..BACKLOG_MAX as i64 + 3).map(|i| ready(i, &format!("t{i}"))));
+        assert_eq!(b.len(), BACKLOG_MAX);
+        assert!(b.is_cold());
+        assert_eq!(b.pop().unwrap().since, 0);
+    }
+
+    #[test]
+    fn an_untaken_offer_lapses_and_a_taken_lease_is_followed_until_its_ack_window() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "a"), 100);
+        o.offer(ready(2, "b"), 100);
+        o.offer(ready(3, "c"), 100);
+        o.taken("a", None, 110, 5_000);
+        o.taken("b", Some(("r".into(), 4)), 110, 5_000);
+        assert_eq!(o.next_due(), Some(100 + OFFER_TTL_MS));
+        let lapsed = o.due(100 + OFFER_TTL_MS);
+        assert_eq!(lapsed.len(), 1);
+        assert_eq!(
+            (lapsed[0].ready.task_id.as_str(), &lapsed[0].lease),
+            ("c", &None)
+        );
+        assert_eq!(o.next_due(), Some(5_110));
+        let due = o.due(5_110);
+        assert_eq!(due[0].lease, Some(("r".to_owned(), 4)));
+        assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
+    fn calls_and_replies_survive_a_round_trip() {
+        for call in [
+            DispatchCall::Wait {
+                queue: "q".into(),
+                runner_id: "r".into(),
+                wait_ms: 5,
+            },
+            DispatchCall::Notify {
+                queue: "q".into(),
+                runs: vec![ready(1, "t")],
+            },
+            DispatchCall::Stats,
+        ] {
+            let text = serde_json::to_string(&call).unwrap();
+            assert_eq!(serde_json::from_str::<DispatchCall>(&text).unwrap(), call);
+        }
+        let reply = DispatchReply::Offered {
+            task_id: "t".into(),
+        };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(serde_json::from_str::<DispatchReply>(&text).unwrap(), reply);
+    }
+
+    #[test]
+    fn a_resumed_lease_names_a_plan_reviews_note_feedback_and_others_reason() {
+        let mut l = Lease {
+            task_id: "t".into(),
+            session_id: "s".into(),
+            lease_epoch: 2,
+            objective: "o".into(),
+            meta: "{}".into(),
+            last_seq: 3,
+            resume: Some(crate::store::Resume {
+                kind: "plan_review".into(),
+                card: "{}".into(),
+                decision: "revise".into(),
+                reason: Some("shorter".into()),
+            }),
+        };
+        let v: serde_json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
+        assert_eq!(v["resume"]["feedback"], "shorter");
+        l.resume.as_mut().unwrap().kind = "tool_approval".into();
+        let v: serde_json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
+        assert_eq!(v["resume"]["reason"], "shorter");
+        assert_eq!(
+            (v["leaseEpoch"].as_i64(), v["lastSeq"].as_i64()),
+            (Some(2), Some(3))
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! `DispatchDo`: one Durable Object per task queue, holding the runners that wait for a run of it
+//! and the runs it knows to be leasable (`sema_core::dispatch`). When both exist it offers the
+//! oldest run to the longest-waiting runner at once; that runner's own request then writes the lease
+//! (the store's fenced compare-and-set, `lease_run`) and tells the object it tried (`Taken`, after
+//! its response). The object itself writes nothing to D1.
+//!
+//! A runner that disconnects mid-wait: the runtime does not cancel a request whose client left
+//! while it awaits (measured with workerd), so its request may still win the lease. The object
+//! follows every handout (`sema_core::dispatch::Offers`): an offer no request took up lapses after
+//! `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
+//! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
+//! offered again — on the object's alarm, not the reaper's next tick. The gone runner never ran
+//! anything of it; a live one acknowledges long before.
+//!
+//! Concurrency: the object runs one call at a time between awaits, and `serve` has no await at all,
+//! so offers are made in order: oldest run to longest-waiting runner. A lost compare-and-set in the
+//! runner's request (another path leased the run, or it ended) sends that request back to wait.
+//!
+//! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold (a new
+//! object, or an overflowed backlog); afterwards notices keep it current.
+
+use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, platform};
+use futures_channel::oneshot;
+use sema_core::{
+    dispatch::{self, Backlog, DispatchCall, DispatchReply, Offers, Ready},
+    error::ErrorCode,
+    store::{RunReadStore, RunnerStore},
+    ApiError,
+};
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+};
+use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
+
+/// A runner waiting for a run.
+struct Waiter {
+    id: u64,
+    /// Receives the task id offered to it.
+    tx: oneshot::Sender<String>,
+}
+
+#[durable_object]
+pub struct DispatchDo {
+    state: State,
+    env: Env,
+    /// The queue this object serves (learnt from its first call; every call names it).
+    queue: RefCell<String>,
+    backlog: RefCell<Backlog>,
+    offers: RefCell<Offers>,
+    waiters: RefCell<VecDeque<Waiter>>,
+    next_id: Cell<u64>,
+    /// A cold read of the backlog is in flight (runners arriving meanwhile wait for its result).
+    refilling: Cell<bool>,
+}
+
+impl DurableObject for DispatchDo {
+    fn new(state: State, env: Env) -> Self {
+        Self {
+            state,
+            env,
+            queue: RefCell::new(String::new()),
+            backlog: RefCell::new(Backlog::new()),
+            offers: RefCell::new(Offers::default()),
+            waiters: RefCell::new(VecDeque::new()),
+            next_id: Cell::new(0),
+            refilling: Cell::new(false),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let cx = Cx::new(self.env.clone());
+        let reply = match req.json::<DispatchCall>().await {
+            Ok(call) => self.dispatch(&cx, call).await,
+            Err(e) => Err(Failure::Infra(format!("dispatch call: {e}"))),
+        }
+        .unwrap_or_else(|f| match f {
+            Failure::Api(e) => DispatchReply::Refused(e),
+            Failure::Infra(cause) => DispatchReply::Failed { cause },
+        });
+        let body =
+            serde_json::to_string(&reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set(METER_HEADER, &cx.meter.header());
+        Ok(Response::ok(body)?.with_headers(headers))
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        // Due handouts: lapsed offers and unacknowledged leases go back to the next runner.
+        self.reclaim(&Cx::new(self.env.clone())).await;
+        Response::empty()
+    }
+}
+
+impl DispatchDo {
+    async fn dispatch(&self, cx: &Cx, call: DispatchCall) -> Result<DispatchReply, Failure> {
+        match call {
+            DispatchCall::Wait {
+                queue,
+                runner_id: _,
+                wait_ms,
+            } => {
+                self.learn(queue);
+                self.reclaim(cx).await;
+                self.wait(cx, wait_ms).await
+            }
+            DispatchCall::Notify { queue, runs } => {
+                self.learn(queue);
+                self.backlog.borrow_mut().add(runs);
+                self.reclaim(cx).await;
+                let handed = self.serve().await;
+                Ok(DispatchReply::Noted { handed })
+            }
+            DispatchCall::Taken {
+                queue,
+                task_id,
+                lease,
+            } => {
+                self.learn(queue);
+                let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+                self.offers
+                    .borrow_mut()
+                    .taken(&task_id, lease, platform::now_ms(), ack_ms);
+                self.arm().await;
+                Ok(DispatchReply::Settled)
+            }
+            DispatchCall::Stats => Ok(DispatchReply::Stats {
+                waiters: self.waiters.borrow().len(),
+                backlog: self.backlog.borrow().len(),
+                offered: self.offers.borrow().len(),
+                cold: self.backlog.borrow().is_cold(),
+            }),
+        }
+    }
+
+    fn learn(&self, queue: String) {
+        let mut q = self.queue.borrow_mut();
+        if q.is_empty() {
+            *q = queue;
+        }
+    }
+
+    /// Takes the due handouts back: a lapsed offer returns to the backlog; a lease its runner has
+    /// not acknowledged is released (fenced: that runner, that epoch, still unacknowledged) and its
+    /// run returns too. Then serves, and keeps the alarm at the next due time. Failures are logged
+    /// (the reaper's requeue of unacknowledged leases is the backstop).
+    async fn reclaim(&self, cx: &Cx) {
+        let now = platform::now_ms();
+        let due = self.offers.borrow_mut().due(now);
+        if !due.is_empty() {
+            let store = match cx.store() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    worker::console_error!("dispatch reclaim: {e:?}");
+                    None
+                }
+            };
+            for h in due {
+                let back = match (&h.lease, &store) {
+                    (None, _) => true,
+                    (Some((runner, epoch)), Some(store)) => store
+                        .release_lease(&h.ready.task_id, runner, *epoch, now)
+                        .await
+                        .unwrap_or_else(|e| {
+                            worker::console_error!("dispatch release: {e:?}");
+                            false
+                        }),
+                    (Some(_), None) => false,
+                };
+                if back {
+                    self.backlog.borrow_mut().add([h.ready]);
+                }
+            }
+            self.serve().await;
+        }
+        self.arm().await;
+    }
+
+    /// The alarm at the next lapse of an open offer (none: no alarm needed).
+    async fn arm(&self) {
+        let next = self.offers.borrow().next_due();
+        if let Some(at) = next {
+            let offset = (at - platform::now_ms()).max(1);
+            if let Err(e) = self.state.storage().set_alarm(offset).await {
+                worker::console_error!("dispatch alarm: {e:?}");
+            }
+        }
+    }
+
+    /// Registers the runner, serves, and waits for an offer or the end of `wait_ms`.
+    async fn wait(&self, cx: &Cx, wait_ms: u64) -> Result<DispatchReply, Failure> {
+        if self.waiters.borrow().len() >= dispatch::MAX_WAITERS {
+            return Err(ApiError::new(
+                ErrorCode::TooManyWaiting,
+                format!(
+                    "this queue already has {} runners waiting; try again later",
+                    dispatch::MAX_WAITERS
+                ),
+            )
+            .with("limit", &dispatch::MAX_WAITERS)
+            .into());
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, mut rx) = oneshot::channel();
+        self.waiters.borrow_mut().push_back(Waiter { id, tx });
+        if self.backlog.borrow().needs_refill() && !self.refilling.get() {
+            // One read at a time: runners arriving meanwhile are queued and served by its result.
+            self.refilling.set(true);
+            let read = self.refill(cx).await;
+            self.refilling.set(false);
+            if let Err(f) = read {
+                self.waiters.borrow_mut().retain(|w| w.id != id);
+                return Err(f);
+            }
+        }
+        self.serve().await;
+        if let Ok(Some(task_id)) = rx.try_recv() {
+            return Ok(DispatchReply::Offered { task_id });
+        }
+        let timeout = worker::Delay::from(std::time::Duration::from_millis(wait_ms));
+        match futures_util::future::select(rx, Box::pin(timeout)).await {
+            futures_util::future::Either::Left((Ok(task_id), _)) => {
+                Ok(DispatchReply::Offered { task_id })
+            }
+            futures_util::future::Either::Left((Err(_), _)) => Ok(DispatchReply::Empty),
+            futures_util::future::Either::Right((_, mut rx)) => {
+                // Offers are made without an await, so this waiter is either still queued or
+                // already holds its offer.
+                {
+                    let mut waiters = self.waiters.borrow_mut();
+                    if let Some(at) = waiters.iter().position(|w| w.id == id) {
+                        waiters.remove(at);
+                    }
+                }
+                Ok(match rx.try_recv() {
+                    Ok(Some(task_id)) => DispatchReply::Offered { task_id },
+                    _ => DispatchReply::Empty,
+                })
+            }
+        }
+    }
+
+    /// Reads the queue's oldest leasable runs from D1 into the backlog (cold memory only).
+    async fn refill(&self, cx: &Cx) -> Result<(), Failure> {
+        let queue = self.queue.borrow().clone();
+        let rows = cx.store()?.queue_backlog(&queue, dispatch::REFILL).await?;
+        let ready = rows
+            .into_iter()
+            .map(|r| Ready {
+                since: r.created_at,
+                task_id: r.task_id,
+            })
+            .collect();
+        self.backlog.borrow_mut().refilled(ready, dispatch::REFILL);
+        Ok(())
+    }
+
+    /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
+    /// await between taking a waiter and a run, so offers never interleave.
+    async fn serve(&self) -> usize {
+        if self.refilling.get() {
+            // The read in flight may bring older runs; its completion serves.
+            return 0;
+        }
+        let now = platform::now_ms();
+        let mut offered = 0;
+        loop {
+            let Some(waiter) = self.waiters.borrow_mut().pop_front() else {
+                break;
+            };
+            let Some(ready) = self.backlog.borrow_mut().pop() else {
+                self.waiters.borrow_mut().push_front(waiter);
+                break;
+            };
+            if waiter.tx.send(ready.task_id.clone()).is_err() {
+                // That wait already ended: the run goes to the next runner.
+                self.backlog.borrow_mut().add([ready]);
+                continue;
+            }
+            self.offers.borrow_mut().offer(ready, now);
+            offered += 1;
+        }
+        if offered > 0 {
+            self.arm().await;
+        }
+        offered
+    }
+}
+
+/// Sends `call` to the dispatcher of `queue`.
+pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchReply, Failure> {
+    let stub = cx
+        .env
+        .durable_object(dispatch::BINDING)?
+        .get_by_name(&dispatch::object_name(queue))?;
+    let mut init = worker::RequestInit::new();
+    init.with_method(worker::Method::Post)
+        .with_body(Some(wasm_bindgen::JsValue::from_str(
+            &serde_json::to_string(call)?,
+        )));
+    let req = Request::new_with_init(dispatch::CALL_URL, &init)?;
+    let mut resp = stub.fetch_with_request(req).await?;
+    if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
+        cx.meter.add_header(&share);
+    }
+    Ok(serde_json::from_str(&resp.text().await?)?)
+}
+
+/// Tells the dispatcher of `queue` that `runs` became leasable; failures are logged (the cron's
+/// sweep announces them again). Test hook: `SEMA_TEST_DROP_NOTICES_QUEUE` (a test Worker's knob,
+/// never in the repository's config) names one queue whose admission notices are dropped, to prove
+/// that the sweep alone delivers them.
+pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
+    if env
+        .var("SEMA_TEST_DROP_NOTICES_QUEUE")
+        .is_ok_and(|v| v.to_string() == queue)
+    {
+        return;
+    }
+    let cx = Cx::new(env.clone());
+    let notice = DispatchCall::Notify {
+        queue: queue.to_owned(),
+        runs,
+    };
+    match call(&cx, queue, &notice).await {
+        Ok(DispatchReply::Noted { .. }) => {}
+        Ok(other) => worker::console_error!("dispatch notice to {queue}: {other:?}"),
+        Err(f) => worker::console_error!("dispatch notice to {queue} failed: {f:?}"),
+    }
+}
+
+/// Tells the dispatcher of `queue` how the offer of `task_id` went: the lease this request won, or
+/// none (logged on failure: the offer then lapses and the run is offered again, where a lease write
+/// simply loses if it was taken).
+pub async fn settle(env: &Env, queue: &str, task_id: &str, lease: Option<(String, i64)>) {
+    let cx = Cx::new(env.clone());
+    let taken = DispatchCall::Taken {
+        queue: queue.to_owned(),
+        task_id: task_id.to_owned(),
+        lease,
+    };
+    if let Err(f) = call(&cx, queue, &taken).await {
+        worker::console_error!("dispatch: settling the offer of {task_id} failed: {f:?}");
+    }
+}
+
+/// [`announce`] for one run whose queue is read from its row (a run resumed after a decision).
+pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
+    let cx = Cx::new(env.clone());
+    let run = match cx.store() {
+        Ok(store) => store.get_run(task_id).await,
+        Err(e) => {
+            worker::console_error!("dispatch notice for {task_id}: {e:?}");
+            return;
+        }
+    };
+    match run {
+        Ok(Some(run)) => {
+            let runs = vec![Ready {
+                since,
+                task_id: task_id.to_owned(),
+            }];
+            announce(env, &run.queue, runs).await;
+        }
+        Ok(None) => {}
+        Err(e) => worker::console_error!("dispatch notice for {task_id}: {e:?}"),
+    }
+}
