@@ -93,12 +93,7 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
             Some((c.session_id.as_str(), call))
         })
         .collect();
-    let cancels = join_all(
-        cancel_calls
-            .iter()
-            .map(|(session, call)| client::call(cx, session, call)),
-    )
-    .await;
+    let cancels = call_each(cx, &cancel_calls).await;
     for c in cancels {
         c?;
         done.cancelled += 1;
@@ -116,12 +111,7 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
             start_calls.push((child.session_id.as_str(), call));
         }
     }
-    let starts = join_all(
-        start_calls
-            .iter()
-            .map(|(session, call)| client::call(cx, session, call)),
-    )
-    .await;
+    let starts = call_each(cx, &start_calls).await;
     for s in starts {
         match s? {
             client::Answer::Reply(SessionReply::ChildStart { started, held }) => {
@@ -161,6 +151,16 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
         }
     }
     Ok(done)
+}
+
+/// Sends each call to its session's object, concurrently; the answers in call order.
+async fn call_each(cx: &Cx, calls: &[(&str, SessionCall)]) -> Vec<Result<client::Answer, Failure>> {
+    join_all(
+        calls
+            .iter()
+            .map(|(session, call)| client::call(cx, session, call)),
+    )
+    .await
 }
 
 /// The admission of a child: a fresh task id in the child's own session, owned by the leader's owner.

@@ -18,7 +18,6 @@ use sema_core::{
     liveness::{self, Verdict},
     run::RunRow,
     session_protocol::SessionReply,
-    sql::run_sql::NewRun,
     status,
     store::{AdmissionStore, CreateRun, GateStore, RunReadStore, RunSnapshot, Takeover},
     wire::objective_preview,
@@ -176,21 +175,7 @@ impl SessionDo {
         let preview = objective_preview(&input.objective);
         let instance = config::instance_id(&self.env);
         let now = platform::now_ms();
-        let new_run = NewRun {
-            queue: &input.queue,
-            task_id: &input.task_id,
-            session_id: &input.session_id,
-            owner: input.owner.as_deref(),
-            instance_id: &instance,
-            objective: &input.objective,
-            objective_preview: &preview,
-            meta_json: &input.meta,
-            now,
-            idempotency: input
-                .idempotency
-                .as_ref()
-                .map(|(key, fp)| (key.as_str(), fp.as_str(), 202, body.as_str())),
-        };
+        let new_run = input.new_run(&instance, &preview, now, &body);
         let outcome = match write {
             Write::Fresh => store.create_run(&new_run).await?,
             Write::TakeOver { snapshot, reason } => {

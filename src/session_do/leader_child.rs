@@ -9,7 +9,6 @@ use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     admission::{self, AdmitInput},
     session_protocol::SessionReply,
-    sql::run_sql::NewRun,
     store::{CreateRun, LeaderDriveStore, StartChild},
     wire::objective_preview,
 };
@@ -26,21 +25,10 @@ impl SessionDo {
         let preview = objective_preview(&input.objective);
         let instance = config::instance_id(&self.env);
         let now = platform::now_ms();
-        let run = NewRun {
-            queue: &input.queue,
-            task_id: &input.task_id,
-            session_id: &input.session_id,
-            owner: input.owner.as_deref(),
-            instance_id: &instance,
-            objective: &input.objective,
-            objective_preview: &preview,
-            meta_json: &input.meta,
-            now,
-            idempotency: None,
-        };
+        let body = admission::admitted_body(&input.task_id, &input.session_id);
+        let run = input.new_run(&instance, &preview, now, &body);
         let (started, held) = match cx.store()?.start_child(leader_run_id, index, &run).await? {
             StartChild::Started => {
-                let body = admission::admitted_body(&input.task_id, &input.session_id);
                 self.remember_admitted(state, input, &body, now).await?;
                 (true, false)
             }

@@ -72,6 +72,34 @@ pub struct AdmitInput {
     pub queue: String,
 }
 
+impl AdmitInput {
+    /// The run row this admission writes at `now`; a key, when it has one, is bound to `body` (the
+    /// 202 it answers).
+    pub fn new_run<'a>(
+        &'a self,
+        instance_id: &'a str,
+        objective_preview: &'a str,
+        now: i64,
+        body: &'a str,
+    ) -> crate::sql::run_sql::NewRun<'a> {
+        crate::sql::run_sql::NewRun {
+            queue: &self.queue,
+            task_id: &self.task_id,
+            session_id: &self.session_id,
+            owner: self.owner.as_deref(),
+            instance_id,
+            objective: &self.objective,
+            objective_preview,
+            meta_json: &self.meta,
+            now,
+            idempotency: self
+                .idempotency
+                .as_ref()
+                .map(|(key, fp)| (key.as_str(), fp.as_str(), 202, body)),
+        }
+    }
+}
+
 /// What to do with a submission, decided from the Durable Object's memory alone.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AdmitDecision {
