@@ -26,6 +26,10 @@ use std::collections::{BTreeSet, HashSet};
 pub const BINDING: &str = "DISPATCH";
 /// The URL of a call.
 pub const CALL_URL: &str = "https://dispatch.internal/call";
+/// The URL a runner's WebSocket upgrade is forwarded to (`queue` and `runnerId` in its query).
+pub const CONNECT_URL: &str = "https://dispatch.internal/connect";
+/// Most WebSockets one dispatcher holds; past it a connect gets `429 runner.too_many_waiting`.
+pub const MAX_SOCKETS: usize = MAX_WAITERS;
 /// Most runners one dispatcher holds waiting; past it a lease request gets `429
 /// runner.too_many_waiting`.
 pub const MAX_WAITERS: usize = 4096;
@@ -98,6 +102,9 @@ pub enum DispatchReply {
         backlog: usize,
         offered: usize,
         cold: bool,
+        /// Runner WebSockets the dispatcher holds (ready or busy).
+        #[serde(default)]
+        sockets: usize,
     },
     Refused(ApiError),
     Failed {
@@ -283,6 +290,43 @@ pub fn lease_body(l: &Lease) -> String {
     body.to_string()
 }
 
+/// What a dispatcher keeps with each runner's WebSocket (its attachment: it survives hibernation,
+/// when the object's memory does not). `ready`: the runner asked for a run and was not leased one
+/// since; `since` orders ready sockets with the long-poll waiters (first come, first served).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketNote {
+    pub queue: String,
+    #[serde(rename = "runnerId")]
+    pub runner_id: String,
+    /// Unique per socket (the object's handle on it across hibernation).
+    pub key: String,
+    pub ready: bool,
+    pub since: i64,
+}
+
+/// A frame a runner sends on its WebSocket: `{"type":"ready"}` — it wants one run (again after
+/// each run it finished or gave up).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunnerFrame {
+    Ready,
+}
+
+/// The frame the dispatcher pushes with a lease the dispatcher itself wrote for the socket's
+/// runner: `{"type":"lease", ...}` with the fields of [`lease_body`].
+pub fn lease_frame(l: &Lease) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(&lease_body(l)).unwrap_or_default();
+    v["type"] = "lease".into();
+    v.to_string()
+}
+
+/// Ready sockets found after hibernation, in the order they asked (oldest first).
+pub fn ready_in_order(mut notes: Vec<SocketNote>) -> Vec<SocketNote> {
+    notes.retain(|n| n.ready);
+    notes.sort_by(|a, b| (a.since, &a.key).cmp(&(b.since, &b.key)));
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,6 +410,50 @@ mod tests {
         let due = o.due(5_110);
         assert_eq!(due[0].lease, Some(("r".to_owned(), 4)));
         assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
+    fn a_lease_frame_is_the_lease_body_typed_lease_and_ready_frames_parse() {
+        let l = Lease {
+            task_id: "t".into(),
+            session_id: "s".into(),
+            lease_epoch: 7,
+            objective: "o".into(),
+            meta: "{}".into(),
+            last_seq: 0,
+            resume: None,
+        };
+        let v: serde_json::Value = serde_json::from_str(&lease_frame(&l)).unwrap();
+        assert_eq!(
+            (v["type"].as_str(), v["taskId"].as_str()),
+            (Some("lease"), Some("t"))
+        );
+        assert_eq!(v["leaseEpoch"], 7);
+        assert_eq!(
+            serde_json::from_str::<RunnerFrame>(r#"{"type":"ready"}"#).unwrap(),
+            RunnerFrame::Ready
+        );
+        assert!(serde_json::from_str::<RunnerFrame>(r#"{"type":"nope"}"#).is_err());
+    }
+
+    #[test]
+    fn after_hibernation_only_ready_sockets_wait_oldest_first() {
+        let note = |key: &str, ready, since| SocketNote {
+            queue: "q".into(),
+            runner_id: key.into(),
+            key: key.into(),
+            ready,
+            since,
+        };
+        let order: Vec<_> = ready_in_order(vec![
+            note("c", true, 3),
+            note("b", false, 1),
+            note("a", true, 2),
+        ])
+        .into_iter()
+        .map(|n| n.key)
+        .collect();
+        assert_eq!(order, ["a", "c"]);
     }
 
     #[test]

@@ -39,11 +39,12 @@ pub enum ErrorCode {
     GatePending,
     LeaderDisabled,
     TooManyWaiting,
+    UpgradeRequired,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -72,6 +73,7 @@ impl ErrorCode {
         Self::GatePending,
         Self::LeaderDisabled,
         Self::TooManyWaiting,
+        Self::UpgradeRequired,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -105,6 +107,7 @@ impl ErrorCode {
             Self::GatePending => "gate.pending",
             Self::LeaderDisabled => "leader.disabled",
             Self::TooManyWaiting => "runner.too_many_waiting",
+            Self::UpgradeRequired => "runner.upgrade_required",
         }
     }
 
@@ -135,6 +138,7 @@ impl ErrorCode {
             Self::AuthNotConfigured => 503,
             Self::TooManyStreams | Self::SteerQueueFull | Self::TooManyWaiting => 429,
             Self::HeaderTooLarge => 431,
+            Self::UpgradeRequired => 426,
         }
     }
 

@@ -21,6 +21,9 @@ pub enum Route {
     Finish(TaskId),
     Steer(TaskId),
     Lease,
+    /// `GET /v1/runner/connect?queue=&runnerId=`: the WebSocket on which the queue's dispatcher
+    /// pushes leases (hibernatable; `Upgrade: websocket` required).
+    Connect,
     SubmitTask,
     /// `GET /v1/admin/reapers`: the last reaper ticks.
     AdminReapers,
@@ -111,6 +114,7 @@ impl Route {
             | Self::GetLeader(_)
             | Self::CancelLeader(_) => Access::ClientSide,
             Self::Lease
+            | Self::Connect
             | Self::Heartbeat(_)
             | Self::AppendEvents(_)
             | Self::Finish(_)
@@ -179,6 +183,7 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
             only("POST", Route::Steer(id))
         }
         ["v1", "runner", "lease"] => only("POST", Route::Lease),
+        ["v1", "runner", "connect"] => only("GET", Route::Connect),
         ["v1", "tasks"] => only("POST", Route::SubmitTask),
         ["v1", "admin", "reapers"] => only("GET", Route::AdminReapers),
         ["v1", "admin", "sessions", id] => {
@@ -267,7 +272,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 25] = [
+    const TABLE: [(&str, &str); 26] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -279,6 +284,7 @@ mod tests {
         ("POST", "/v1/runs/t/finish"),
         ("POST", "/v1/runs/t/steer"),
         ("POST", "/v1/runner/lease"),
+        ("GET", "/v1/runner/connect"),
         ("POST", "/v1/tasks"),
         ("GET", "/v1/admin/reapers"),
         ("GET", "/v1/admin/sessions/s"),
@@ -319,6 +325,7 @@ mod tests {
             | Route::Heartbeat(_)
             | Route::Finish(_)
             | Route::Lease
+            | Route::Connect
             | Route::Park(_) => (false, true, false),
             Route::AdminReapers | Route::AdminSession(_) | Route::AdminQueue(_) => {
                 (false, false, true)
