@@ -16,28 +16,57 @@
 //! so offers are made in order: oldest run to longest-waiting runner. A lost compare-and-set in the
 //! runner's request (another path leased the run, or it ended) sends that request back to wait.
 //!
+//! WebSocket runners (`GET /v1/runner/connect`): the object holds each runner's socket with the
+//! hibernation API (`accept_web_socket`), so an idle connection holds no isolate. A runner sends
+//! `{"type":"ready"}`; it then waits in the same line as the long-poll waiters (first come, first
+//! served), but when it is served the object itself writes the lease (`lease_run`) and pushes
+//! `{"type":"lease", ...}`. A socket that closed (`websocket_close` / `websocket_error`) leaves the
+//! line at once, so a runner that left is never leased a run; one that closed while its lease was
+//! being written has that lease released (fenced) and the run goes to the next waiter. After
+//! hibernation the memory is gone: ready sockets are rebuilt from their attachments
+//! (`SocketNote`), and the backlog is cold (read from D1 once).
+//!
 //! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold (a new
 //! object, or an overflowed backlog); afterwards notices keep it current.
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, platform};
 use futures_channel::oneshot;
 use sema_core::{
-    dispatch::{self, Backlog, DispatchCall, DispatchReply, Offers, Ready},
+    dispatch::{
+        self, Backlog, DispatchCall, DispatchReply, Offers, Ready, RunnerFrame, SocketNote,
+    },
     error::ErrorCode,
     store::{RunReadStore, RunnerStore},
     ApiError,
 };
 use std::{
     cell::{Cell, RefCell},
-    collections::VecDeque,
+    collections::{HashSet, VecDeque},
 };
-use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
+use worker::{
+    durable_object, DurableObject, Env, Headers, Request, Response, State, WebSocket,
+    WebSocketIncomingMessage, WebSocketPair,
+};
 
 /// A runner waiting for a run.
 struct Waiter {
     id: u64,
-    /// Receives the task id offered to it.
-    tx: oneshot::Sender<String>,
+    want: Want,
+}
+
+/// How a waiting runner is served.
+enum Want {
+    /// A long-poll request: receives the task id offered to it, and leases it itself.
+    Poll(oneshot::Sender<String>),
+    /// A WebSocket: the object writes the lease and pushes it.
+    Socket { ws: WebSocket, note: SocketNote },
+}
+
+/// A run given to a socket, whose lease the object writes.
+struct Push {
+    ws: WebSocket,
+    note: SocketNote,
+    ready: Ready,
 }
 
 #[durable_object]
@@ -52,6 +81,12 @@ pub struct DispatchDo {
     next_id: Cell<u64>,
     /// A cold read of the backlog is in flight (runners arriving meanwhile wait for its result).
     refilling: Cell<bool>,
+    /// Ready sockets were rebuilt from their attachments (once per life of this memory).
+    woke: Cell<bool>,
+    /// Sockets whose lease is being written (their keys).
+    pushing: RefCell<HashSet<String>>,
+    /// Of those, the ones that closed meanwhile.
+    gone: RefCell<HashSet<String>>,
 }
 
 impl DurableObject for DispatchDo {
@@ -65,10 +100,17 @@ impl DurableObject for DispatchDo {
             waiters: RefCell::new(VecDeque::new()),
             next_id: Cell::new(0),
             refilling: Cell::new(false),
+            woke: Cell::new(false),
+            pushing: RefCell::new(HashSet::new()),
+            gone: RefCell::new(HashSet::new()),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        self.wake();
+        if req.path() == "/connect" {
+            return Ok(crate::http::error::respond(self.accept_socket(&req)));
+        }
         let cx = Cx::new(self.env.clone());
         let reply = match req.json::<DispatchCall>().await {
             Ok(call) => self.dispatch(&cx, call).await,
@@ -87,9 +129,51 @@ impl DurableObject for DispatchDo {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
+        self.wake();
         // Due handouts: lapsed offers and unacknowledged leases go back to the next runner.
         self.reclaim(&Cx::new(self.env.clone())).await;
         Response::empty()
+    }
+
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> worker::Result<()> {
+        self.wake();
+        let frame = match message {
+            WebSocketIncomingMessage::String(text) => serde_json::from_str::<RunnerFrame>(&text),
+            WebSocketIncomingMessage::Binary(bytes) => serde_json::from_slice(&bytes),
+        };
+        match frame {
+            Ok(RunnerFrame::Ready) => self.socket_ready(ws).await,
+            Err(e) => {
+                let _ = ws.send_with_str(
+                    serde_json::json!({"type": "error", "message": format!("unknown frame: {e}")})
+                        .to_string(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        _code: usize,
+        _reason: String,
+        _was_clean: bool,
+    ) -> worker::Result<()> {
+        self.wake();
+        self.socket_gone(&ws);
+        let _ = ws.close(Some(1000), Some("closed"));
+        Ok(())
+    }
+
+    async fn websocket_error(&self, ws: WebSocket, _error: worker::Error) -> worker::Result<()> {
+        self.wake();
+        self.socket_gone(&ws);
+        Ok(())
     }
 }
 
@@ -109,7 +193,7 @@ impl DispatchDo {
                 self.learn(queue);
                 self.backlog.borrow_mut().add(runs);
                 self.reclaim(cx).await;
-                let handed = self.serve().await;
+                let handed = self.serve(cx).await;
                 Ok(DispatchReply::Noted { handed })
             }
             DispatchCall::Taken {
@@ -130,6 +214,7 @@ impl DispatchDo {
                 backlog: self.backlog.borrow().len(),
                 offered: self.offers.borrow().len(),
                 cold: self.backlog.borrow().is_cold(),
+                sockets: self.state.get_websockets().len(),
             }),
         }
     }
@@ -172,7 +257,7 @@ impl DispatchDo {
                     self.backlog.borrow_mut().add([h.ready]);
                 }
             }
-            self.serve().await;
+            self.serve(cx).await;
         }
         self.arm().await;
     }
@@ -204,18 +289,15 @@ impl DispatchDo {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, mut rx) = oneshot::channel();
-        self.waiters.borrow_mut().push_back(Waiter { id, tx });
-        if self.backlog.borrow().needs_refill() && !self.refilling.get() {
-            // One read at a time: runners arriving meanwhile are queued and served by its result.
-            self.refilling.set(true);
-            let read = self.refill(cx).await;
-            self.refilling.set(false);
-            if let Err(f) = read {
-                self.waiters.borrow_mut().retain(|w| w.id != id);
-                return Err(f);
-            }
+        self.waiters.borrow_mut().push_back(Waiter {
+            id,
+            want: Want::Poll(tx),
+        });
+        if let Err(f) = self.refill_if_cold(cx).await {
+            self.waiters.borrow_mut().retain(|w| w.id != id);
+            return Err(f);
         }
-        self.serve().await;
+        self.serve(cx).await;
         if let Ok(Some(task_id)) = rx.try_recv() {
             return Ok(DispatchReply::Offered { task_id });
         }
@@ -242,6 +324,18 @@ impl DispatchDo {
         }
     }
 
+    /// Reads the backlog from D1 if the memory is cold and nobody reads it already (one read at a
+    /// time: runners arriving meanwhile are queued and served by its result).
+    async fn refill_if_cold(&self, cx: &Cx) -> Result<(), Failure> {
+        if self.backlog.borrow().needs_refill() && !self.refilling.get() {
+            self.refilling.set(true);
+            let read = self.refill(cx).await;
+            self.refilling.set(false);
+            read?;
+        }
+        Ok(())
+    }
+
     /// Reads the queue's oldest leasable runs from D1 into the backlog (cold memory only).
     async fn refill(&self, cx: &Cx) -> Result<(), Failure> {
         let queue = self.queue.borrow().clone();
@@ -258,34 +352,258 @@ impl DispatchDo {
     }
 
     /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
-    /// await between taking a waiter and a run, so offers never interleave.
-    async fn serve(&self) -> usize {
-        if self.refilling.get() {
-            // The read in flight may bring older runs; its completion serves.
-            return 0;
-        }
-        let now = platform::now_ms();
+    /// await between taking a waiter and a run, so offers never interleave. A socket's runs are
+    /// leased and pushed after each pass; a push that did not land (lost compare-and-set, socket
+    /// gone) gives its run or its socket back, and the next pass serves again.
+    async fn serve(&self, cx: &Cx) -> usize {
         let mut offered = 0;
         loop {
-            let Some(waiter) = self.waiters.borrow_mut().pop_front() else {
-                break;
-            };
-            let Some(ready) = self.backlog.borrow_mut().pop() else {
-                self.waiters.borrow_mut().push_front(waiter);
-                break;
-            };
-            if waiter.tx.send(ready.task_id.clone()).is_err() {
-                // That wait already ended: the run goes to the next runner.
-                self.backlog.borrow_mut().add([ready]);
-                continue;
+            if self.refilling.get() {
+                // The read in flight may bring older runs; its completion serves.
+                return offered;
             }
-            self.offers.borrow_mut().offer(ready, now);
-            offered += 1;
+            let now = platform::now_ms();
+            let mut pushes = Vec::new();
+            let mut pass = 0;
+            loop {
+                let Some(waiter) = self.waiters.borrow_mut().pop_front() else {
+                    break;
+                };
+                let Some(ready) = self.backlog.borrow_mut().pop() else {
+                    self.waiters.borrow_mut().push_front(waiter);
+                    break;
+                };
+                match waiter.want {
+                    Want::Poll(tx) => {
+                        if tx.send(ready.task_id.clone()).is_err() {
+                            // That wait already ended: the run goes to the next runner.
+                            self.backlog.borrow_mut().add([ready]);
+                            continue;
+                        }
+                    }
+                    Want::Socket { ws, mut note } => {
+                        note.ready = false;
+                        let _ = ws.serialize_attachment(&note);
+                        self.pushing.borrow_mut().insert(note.key.clone());
+                        pushes.push(Push {
+                            ws,
+                            note,
+                            ready: ready.clone(),
+                        });
+                    }
+                }
+                self.offers.borrow_mut().offer(ready, now);
+                pass += 1;
+            }
+            if pass > 0 {
+                self.arm().await;
+            }
+            offered += pass;
+            if pushes.is_empty() {
+                return offered;
+            }
+            let landed =
+                futures_util::future::join_all(pushes.into_iter().map(|p| self.push(cx, p))).await;
+            if landed.iter().all(|l| *l) {
+                return offered;
+            }
         }
-        if offered > 0 {
+    }
+
+    /// Writes the lease of a run given to a socket and pushes it; whether it landed (false: the
+    /// run or the socket went back in line).
+    async fn push(&self, cx: &Cx, p: Push) -> bool {
+        let Push {
+            ws,
+            mut note,
+            ready,
+        } = p;
+        let now = platform::now_ms();
+        let task_id = ready.task_id.clone();
+        let leased = match cx.store() {
+            Ok(store) => store
+                .lease_run(&task_id, &note.runner_id, now)
+                .await
+                .map_err(|e| format!("{e:?}")),
+            Err(e) => Err(format!("{e:?}")),
+        };
+        self.pushing.borrow_mut().remove(&note.key);
+        let gone = self.gone.borrow_mut().remove(&note.key);
+        let lease = match leased {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                // Another path leased or ended the run: this socket waits on, first in line.
+                self.offers.borrow_mut().taken(&task_id, None, now, 0);
+                if !gone {
+                    self.requeue_socket(ws, &mut note);
+                }
+                return false;
+            }
+            Err(e) => {
+                // The offer stays open and lapses (the alarm gives the run back); the socket waits on.
+                worker::console_error!("dispatch: leasing {task_id} for a socket: {e}");
+                if !gone {
+                    self.requeue_socket(ws, &mut note);
+                }
+                return false;
+            }
+        };
+        let frame = dispatch::lease_frame(&lease);
+        if !gone && ws.send_with_str(&frame).is_ok() {
+            // Followed like a long-poll's lease: released if never acknowledged.
+            let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+            self.offers.borrow_mut().taken(
+                &task_id,
+                Some((note.runner_id.clone(), lease.lease_epoch)),
+                now,
+                ack_ms,
+            );
             self.arm().await;
+            return true;
         }
-        offered
+        // The socket left while its lease was written: release it (fenced) and serve the next.
+        self.offers.borrow_mut().taken(&task_id, None, now, 0);
+        let released = match cx.store() {
+            Ok(store) => store
+                .release_lease(
+                    &task_id,
+                    &note.runner_id,
+                    lease.lease_epoch,
+                    platform::now_ms(),
+                )
+                .await
+                .unwrap_or_else(|e| {
+                    worker::console_error!("dispatch release: {e:?}");
+                    false
+                }),
+            Err(e) => {
+                worker::console_error!("dispatch release: {e:?}");
+                false
+            }
+        };
+        if released {
+            self.backlog.borrow_mut().add([ready]);
+        }
+        false
+    }
+
+    /// A socket whose push did not land waits again, first in line (it was the longest waiting).
+    fn requeue_socket(&self, ws: WebSocket, note: &mut SocketNote) {
+        note.ready = true;
+        let _ = ws.serialize_attachment(&*note);
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.waiters.borrow_mut().push_front(Waiter {
+            id,
+            want: Want::Socket {
+                ws,
+                note: note.clone(),
+            },
+        });
+    }
+
+    /// Rebuilds the ready sockets from their attachments, once per life of this memory (after
+    /// hibernation or eviction the object starts empty; the sockets survive hibernation).
+    fn wake(&self) {
+        if self.woke.replace(true) {
+            return;
+        }
+        let mut found = Vec::new();
+        for ws in self.state.get_websockets() {
+            if let Ok(Some(note)) = ws.deserialize_attachment::<SocketNote>() {
+                found.push((note, ws));
+            }
+        }
+        if let Some((note, _)) = found.first() {
+            self.learn(note.queue.clone());
+        }
+        found.sort_by(|a, b| (a.0.since, &a.0.key).cmp(&(b.0.since, &b.0.key)));
+        for (note, ws) in found.into_iter().filter(|(n, _)| n.ready) {
+            let id = self.next_id.get();
+            self.next_id.set(id + 1);
+            self.waiters.borrow_mut().push_back(Waiter {
+                id,
+                want: Want::Socket { ws, note },
+            });
+        }
+    }
+
+    /// `GET /connect?queue=&runnerId=` (forwarded by the Worker, validated there): accepts the
+    /// runner's WebSocket with the hibernation API.
+    fn accept_socket(&self, req: &Request) -> Result<Response, Failure> {
+        let url = req.url()?;
+        let param = |name: &str| {
+            url.query_pairs()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        };
+        let (queue, runner_id) = (param("queue"), param("runnerId"));
+        if self.state.get_websockets().len() >= dispatch::MAX_SOCKETS {
+            return Err(ApiError::new(
+                ErrorCode::TooManyWaiting,
+                format!(
+                    "this queue already holds {} runner sockets; try again later",
+                    dispatch::MAX_SOCKETS
+                ),
+            )
+            .with("limit", &dispatch::MAX_SOCKETS)
+            .into());
+        }
+        self.learn(queue.clone());
+        let pair = WebSocketPair::new()?;
+        self.state.accept_web_socket(&pair.server);
+        let key = sema_core::hex::encode(&platform::random::<12>()?);
+        pair.server.serialize_attachment(&SocketNote {
+            queue,
+            runner_id,
+            key,
+            ready: false,
+            since: platform::now_ms(),
+        })?;
+        Ok(Response::from_websocket(pair.client)?)
+    }
+
+    /// The runner on `ws` asked for a run: it joins the line (once) and is served.
+    async fn socket_ready(&self, ws: WebSocket) {
+        let Ok(Some(mut note)) = ws.deserialize_attachment::<SocketNote>() else {
+            return;
+        };
+        if note.ready || self.pushing.borrow().contains(&note.key) {
+            return;
+        }
+        note.ready = true;
+        note.since = platform::now_ms();
+        if ws.serialize_attachment(&note).is_err() {
+            return;
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.waiters.borrow_mut().push_back(Waiter {
+            id,
+            want: Want::Socket { ws, note },
+        });
+        let cx = Cx::new(self.env.clone());
+        self.reclaim(&cx).await;
+        if let Err(f) = self.refill_if_cold(&cx).await {
+            // The socket stays in line; the next notice or ready serves it.
+            worker::console_error!("dispatch refill: {f:?}");
+        }
+        self.serve(&cx).await;
+    }
+
+    /// A socket closed: it leaves the line, or (its lease being written) is marked gone.
+    fn socket_gone(&self, ws: &WebSocket) {
+        let Ok(Some(note)) = ws.deserialize_attachment::<SocketNote>() else {
+            return;
+        };
+        self.waiters.borrow_mut().retain(|w| match &w.want {
+            Want::Socket { note: n, .. } => n.key != note.key,
+            Want::Poll(_) => true,
+        });
+        if self.pushing.borrow().contains(&note.key) {
+            self.gone.borrow_mut().insert(note.key);
+        }
     }
 }
 

@@ -31,7 +31,7 @@ pub async fn session(cx: &Cx, session_id: &str) -> Result<Response, Failure> {
     reply::render(cx, client::call(cx, session_id, &SessionCall::Stats).await?)
 }
 
-/// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, offered, cold}` of the queue's dispatcher.
+/// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, offered, cold, sockets}` of the queue's dispatcher.
 pub async fn queue(cx: &Cx, queue: &str) -> Result<Response, Failure> {
     match crate::dispatch_do::call(cx, queue, &DispatchCall::Stats).await? {
         DispatchReply::Stats {
@@ -39,10 +39,11 @@ pub async fn queue(cx: &Cx, queue: &str) -> Result<Response, Failure> {
             backlog,
             offered,
             cold,
+            sockets,
         } => Ok(json(
             200,
             serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
-                "offered": offered, "cold": cold})
+                "offered": offered, "cold": cold, "sockets": sockets})
             .to_string(),
         )),
         other => Err(Failure::Infra(format!(

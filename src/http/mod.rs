@@ -50,6 +50,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::Steer(id) => runs::steer(req, cx, p, &id).await,
         Route::SubmitTask => runs::submit_task(req, cx, p).await,
         Route::Lease => runner::lease(req, cx).await,
+        Route::Connect => runner::connect(req, cx).await,
         Route::Heartbeat(id) => runner::heartbeat(req, cx, &id).await,
         Route::AppendEvents(id) => runner::append(req, cx, &id).await,
         Route::Finish(id) => runner::finish(req, cx, &id).await,

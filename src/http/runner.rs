@@ -77,6 +77,50 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     Ok(Response::empty()?.with_status(204))
 }
 
+/// `GET /v1/runner/connect?queue=Q&runnerId=R` with `Upgrade: websocket`: the WebSocket on which
+/// the queue's dispatcher pushes leases. The upgrade goes to the dispatcher object, which accepts
+/// the socket with the hibernation API (an idle connection holds no isolate) and sees it close.
+/// Frames: the runner sends `{"type":"ready"}` when it wants one run; the dispatcher writes the
+/// lease itself and sends `{"type":"lease", ...the lease body}`. Without the upgrade: `426
+/// runner.upgrade_required`; the query is validated like a lease body (400 naming the field).
+pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
+    let upgrade = req.headers().get("upgrade").ok().flatten();
+    if !upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
+        return Err(ApiError::new(
+            sema_core::error::ErrorCode::UpgradeRequired,
+            "this route is a WebSocket: send Upgrade: websocket (or lease with POST /v1/runner/lease)",
+        )
+        .into());
+    }
+    let url = req.url()?;
+    let param = |name: &str| {
+        url.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+    };
+    let r = LeaseBody {
+        runner_id: param("runnerId").unwrap_or_default(),
+        wait_ms: None,
+        queue: param("queue"),
+    }
+    .validate()?;
+    let mut to = worker::Url::parse(dispatch::CONNECT_URL)
+        .map_err(|e| Failure::Infra(format!("connect url: {e}")))?;
+    to.query_pairs_mut()
+        .append_pair("queue", &r.queue)
+        .append_pair("runnerId", &r.runner_id);
+    let headers = worker::Headers::new();
+    headers.set("upgrade", "websocket")?;
+    let mut init = worker::RequestInit::new();
+    init.with_method(worker::Method::Get).with_headers(headers);
+    let forward = Request::new_with_init(to.as_str(), &init)?;
+    let stub = cx
+        .env
+        .durable_object(dispatch::BINDING)?
+        .get_by_name(&dispatch::object_name(&r.queue))?;
+    Ok(stub.fetch_with_request(forward).await?)
+}
+
 /// How many candidates a poll (`waitMs` 0) tries.
 const LEASE_CANDIDATES: i64 = 8;
 
