@@ -5,8 +5,11 @@
 //!
 //! ```text
 //! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
-//!             [--max-runs N] [--wait-ms MS]
+//!             [--max-runs N] [--wait-ms MS] [--queue Q] [--transport auto|ws|poll]
 //! ```
+//! Leases arrive on the queue dispatcher's WebSocket (`GET /v1/runner/connect`, `ws://` only: a
+//! `https://` server uses the long-poll) when it connects; on any failure the runner falls back to
+//! the long-poll (`POST /v1/runner/lease`) and tries the WebSocket again at most every 30 s.
 //! Without `--token` it speaks local mode (`X-Sema-Role: runner`). `--help` lists the flags.
 
 mod script;
@@ -42,6 +45,167 @@ struct Config {
     /// The task queue to lease from (one per runner process; run one process per queue).
     #[arg(long, default_value = "default")]
     queue: String,
+    /// How leases arrive: the dispatcher's WebSocket falling back to the long-poll (`auto`), the
+    /// WebSocket only (`ws`: retried, never polled), or the long-poll only (`poll`).
+    #[arg(long, value_enum, default_value_t = Transport::Auto)]
+    transport: Transport,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    Auto,
+    Ws,
+    Poll,
+}
+
+/// The runner's WebSocket to its queue's dispatcher: it says `ready` once per wanted run and reads
+/// the pushed lease.
+struct Socket {
+    ws: tungstenite::WebSocket<std::net::TcpStream>,
+    /// `ready` was sent and no lease came since.
+    asked: bool,
+}
+
+impl Socket {
+    /// Connects to `GET /v1/runner/connect` (plain `http://` servers only).
+    fn connect(cfg: &Config) -> Result<Self, String> {
+        use tungstenite::client::IntoClientRequest;
+        let rest = cfg
+            .url
+            .strip_prefix("http://")
+            .ok_or("the WebSocket needs an http:// server (no TLS in the reference runner)")?;
+        let host = rest.split('/').next().unwrap_or(rest);
+        let url = format!(
+            "ws://{rest}/v1/runner/connect?queue={}&runnerId={}",
+            cfg.queue, cfg.runner_id
+        );
+        let mut req = url.into_client_request().map_err(|e| e.to_string())?;
+        let (name, value) = match &cfg.token {
+            Some(t) => ("authorization", format!("Bearer {t}")),
+            None => ("x-sema-role", "runner".to_owned()),
+        };
+        req.headers_mut()
+            .insert(name, value.parse().map_err(|e| format!("header: {e}"))?);
+        let addr = if host.contains(':') {
+            host.to_owned()
+        } else {
+            format!("{host}:80")
+        };
+        let stream = std::net::TcpStream::connect(&addr).map_err(|e| format!("{addr}: {e}"))?;
+        let (ws, _) = tungstenite::client::client(req, stream).map_err(|e| e.to_string())?;
+        Ok(Self { ws, asked: false })
+    }
+
+    /// Waits up to `wait` for a lease: `Ok(None)` when none came (ask again later).
+    fn lease(&mut self, wait: Duration) -> Result<Option<Value>, String> {
+        use tungstenite::Message;
+        if !self.asked {
+            self.ws
+                .send(Message::text(json!({"type": "ready"}).to_string()))
+                .map_err(|e| e.to_string())?;
+            self.asked = true;
+        }
+        self.ws
+            .get_ref()
+            .set_read_timeout(Some(wait.max(Duration::from_millis(100))))
+            .map_err(|e| e.to_string())?;
+        loop {
+            match self.ws.read() {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str()).map_err(|e| e.to_string())?;
+                    if v["type"] == "lease" {
+                        self.asked = false;
+                        return Ok(Some(v));
+                    }
+                    eprintln!("sema-runner: dispatcher said {v}");
+                }
+                Ok(Message::Close(_)) => return Err("the dispatcher closed the socket".into()),
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// Where the next lease comes from: the socket while it works, else the long-poll.
+struct Leases {
+    transport: Transport,
+    socket: Option<Socket>,
+    /// When to try the WebSocket again after a failure.
+    retry_at: Instant,
+}
+
+impl Leases {
+    fn new(transport: Transport) -> Self {
+        Self {
+            transport,
+            socket: None,
+            retry_at: Instant::now(),
+        }
+    }
+
+    /// The next lease, or `None` (none within the wait, or a failure already reported).
+    fn next(&mut self, client: &Client) -> Option<Value> {
+        let cfg = &client.cfg;
+        if self.transport != Transport::Poll
+            && self.socket.is_none()
+            && Instant::now() >= self.retry_at
+        {
+            match Socket::connect(cfg) {
+                Ok(s) => self.socket = Some(s),
+                Err(e) => {
+                    eprintln!("sema-runner: WebSocket unavailable ({e}); long-polling");
+                    self.retry_at = Instant::now()
+                        + Duration::from_secs(if self.transport == Transport::Ws {
+                            1
+                        } else {
+                            30
+                        });
+                }
+            }
+        }
+        if let Some(s) = self.socket.as_mut() {
+            match s.lease(Duration::from_millis(cfg.wait_ms)) {
+                Ok(lease) => return lease,
+                Err(e) => {
+                    eprintln!("sema-runner: WebSocket failed ({e}); long-polling");
+                    self.socket = None;
+                    self.retry_at = Instant::now()
+                        + Duration::from_secs(if self.transport == Transport::Ws {
+                            1
+                        } else {
+                            30
+                        });
+                    return None;
+                }
+            }
+        }
+        if self.transport == Transport::Ws {
+            std::thread::sleep(Duration::from_millis(200));
+            return None;
+        }
+        let lease = client.post(
+            "/v1/runner/lease",
+            json!({"runnerId": cfg.runner_id, "waitMs": cfg.wait_ms, "queue": cfg.queue}),
+        );
+        match lease {
+            Ok(Reply::Ok(v)) => Some(v),
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!("sema-runner: lease failed: {e}");
+                std::thread::sleep(Duration::from_millis(500));
+                None
+            }
+        }
+    }
 }
 
 fn base_url(s: &str) -> Result<String, String> {
@@ -279,19 +443,10 @@ fn worker(cfg: Config, index: usize) {
         },
     };
     let mut done = 0;
+    let mut leases = Leases::new(cfg.transport);
     while cfg.max_runs.is_none_or(|m| done < m) {
-        let lease = client.post(
-            "/v1/runner/lease",
-            json!({"runnerId": client.cfg.runner_id, "waitMs": cfg.wait_ms, "queue": cfg.queue}),
-        );
-        let lease = match lease {
-            Ok(Reply::Ok(v)) => v,
-            Ok(_) => continue,
-            Err(e) => {
-                eprintln!("sema-runner: lease failed: {e}");
-                std::thread::sleep(Duration::from_millis(500));
-                continue;
-            }
+        let Some(lease) = leases.next(&client) else {
+            continue;
         };
         let mut run = Run {
             client: &client,
@@ -352,6 +507,26 @@ mod tests {
         assert_eq!(cfg.concurrency, 1);
         assert_eq!(cfg.max_runs, None);
         assert_eq!(cfg.wait_ms, 5000);
+        assert_eq!(cfg.transport, Transport::Auto);
+    }
+
+    #[test]
+    fn the_transport_flag_takes_auto_ws_and_poll() {
+        for (flag, t) in [
+            ("auto", Transport::Auto),
+            ("ws", Transport::Ws),
+            ("poll", Transport::Poll),
+        ] {
+            let cfg = Config::try_parse_from(["sema-runner", "--transport", flag]).unwrap();
+            assert_eq!(cfg.transport, t);
+        }
+        assert!(Config::try_parse_from(["sema-runner", "--transport", "smoke"]).is_err());
+    }
+
+    #[test]
+    fn an_https_server_has_no_websocket_in_the_reference_runner() {
+        let cfg = Config::try_parse_from(["sema-runner", "--url", "https://example.com"]).unwrap();
+        assert!(Socket::connect(&cfg).is_err());
     }
 
     #[test]
