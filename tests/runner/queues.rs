@@ -7,6 +7,10 @@
 //! run on the heal Worker. Every run a test makes ends terminal.
 
 use crate::helpers::{unique, Client, Resp};
+
+/// The dispatcher's WebSocket (`GET /v1/runner/connect`), with this file's helpers.
+#[path = "queues_ws.rs"]
+mod ws;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
