@@ -25,6 +25,7 @@
 
 mod leader;
 mod queues;
+mod queues_ws;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
@@ -823,6 +824,9 @@ enum Scenario {
         /// Measured submits (after one warm-up round).
         #[arg(long, default_value_t = 200)]
         samples: usize,
+        /// The runner waits on the dispatcher's WebSocket (`GET /v1/runner/connect`) instead.
+        #[arg(long)]
+        ws: bool,
     },
     /// Task queues: N runners each holding a long-poll (`waitMs` 25000) on an empty queue: D1
     /// round trips per runner per minute, the dispatcher's waiters, workerd CPU and RSS.
@@ -837,6 +841,9 @@ enum Scenario {
         /// shows listening on `--url`'s port.
         #[arg(long, value_delimiter = ',')]
         workerd_pid: Vec<u32>,
+        /// Each runner holds a ready WebSocket to the dispatcher instead of a long-poll.
+        #[arg(long)]
+        ws: bool,
     },
     /// Task queues: runs/s through submit → lease → finish with runners waiting in the dispatcher.
     RunsThroughput {
@@ -918,12 +925,24 @@ fn main() {
             lease_wait_ms,
             Duration::from_secs(round_deadline_s),
         ),
-        Scenario::DispatchLatency { samples } => queues::dispatch_latency(&ctx.url, samples),
+        Scenario::DispatchLatency { samples, ws: false } => {
+            queues::dispatch_latency(&ctx.url, samples)
+        }
+        Scenario::DispatchLatency { samples, ws: true } => {
+            queues_ws::dispatch_latency(&ctx.url, samples)
+        }
         Scenario::IdleRunners {
             runners,
             seconds,
             workerd_pid,
+            ws: false,
         } => queues::idle_runners(&ctx.url, runners, seconds, &workerd_pid),
+        Scenario::IdleRunners {
+            runners,
+            seconds,
+            workerd_pid,
+            ws: true,
+        } => queues_ws::idle_runners(&ctx.url, runners, seconds, &workerd_pid),
         Scenario::RunsThroughput {
             runs,
             runners,
@@ -1013,12 +1032,15 @@ mod tests {
         let cli = Cli::try_parse_from(["sema-bench", "dispatch-latency"]).unwrap();
         assert!(matches!(
             cli.scenario,
-            Scenario::DispatchLatency { samples: 200 }
+            Scenario::DispatchLatency {
+                samples: 200,
+                ws: false
+            }
         ));
         let cli = Cli::try_parse_from(["sema-bench", "idle-runners"]).unwrap();
         assert!(matches!(
             cli.scenario,
-            Scenario::IdleRunners { runners: 1000, seconds: 20, ref workerd_pid } if workerd_pid.is_empty()
+            Scenario::IdleRunners { runners: 1000, seconds: 20, ref workerd_pid, ws: false } if workerd_pid.is_empty()
         ));
         let cli = Cli::try_parse_from(["sema-bench", "runs-throughput"]).unwrap();
         assert!(matches!(

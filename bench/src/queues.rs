@@ -59,7 +59,7 @@ fn lease_on(agent: &ureq::Agent, url: &str, runner: &str, queue: &str, wait_ms: 
 }
 
 /// A run in a fresh session (`<prefix>-…`) of `queue`.
-fn submit_on(agent: &ureq::Agent, url: &str, queue: &str, prefix: &str) -> Reply {
+pub(crate) fn submit_on(agent: &ureq::Agent, url: &str, queue: &str, prefix: &str) -> Reply {
     send(
         agent,
         "POST",
@@ -70,7 +70,7 @@ fn submit_on(agent: &ureq::Agent, url: &str, queue: &str, prefix: &str) -> Reply
 }
 
 /// What the queue's dispatcher holds (`GET /v1/admin/queues/{queue}`, operator); `None` on failure.
-fn queue_stats(agent: &ureq::Agent, url: &str, queue: &str) -> Option<Value> {
+pub(crate) fn queue_stats(agent: &ureq::Agent, url: &str, queue: &str) -> Option<Value> {
     let r = send(
         agent,
         "GET",
@@ -87,7 +87,7 @@ fn waiters(agent: &ureq::Agent, url: &str, queue: &str) -> Option<u64> {
 
 /// Reads the admin route every `every` until it shows at least `n` waiters or `deadline` passes:
 /// whether it did, and the most it showed.
-fn await_waiters(
+pub(crate) fn await_waiters(
     agent: &ureq::Agent,
     url: &str,
     queue: &str,
@@ -113,7 +113,7 @@ fn await_waiters(
 }
 
 /// `(p50, p99, max)` of `v` (`None`s when empty).
-fn dist(mut v: Vec<f64>) -> (Option<f64>, Option<f64>, Option<f64>) {
+pub(crate) fn dist(mut v: Vec<f64>) -> (Option<f64>, Option<f64>, Option<f64>) {
     v.retain(|x| x.is_finite());
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     if v.is_empty() {
@@ -126,7 +126,7 @@ fn dist(mut v: Vec<f64>) -> (Option<f64>, Option<f64>, Option<f64>) {
     )
 }
 
-fn ms_since(from: Instant, to: Instant) -> f64 {
+pub(crate) fn ms_since(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1000.0
 }
 
@@ -244,14 +244,14 @@ pub fn dispatch_latency(url: &str, samples: usize) {
     }));
 }
 
-fn dist_p(v: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn dist_p(v: &[f64], p: f64) -> Option<f64> {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (!v.is_empty()).then(|| percentile(&v, p))
 }
 
 /// Clock ticks per second of `/proc/<pid>/stat` times (`getconf CLK_TCK`; 100 if unknown).
-fn clock_ticks() -> f64 {
+pub(crate) fn clock_ticks() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -262,7 +262,7 @@ fn clock_ticks() -> f64 {
 }
 
 /// utime + stime of `pid` in clock ticks (all its threads), from `/proc/<pid>/stat`.
-fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
     let rest = stat.rsplit_once(") ")?.1;
@@ -271,7 +271,7 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
 }
 
 /// Resident set size of `pid` in KiB (`VmRSS` of `/proc/<pid>/status`).
-fn rss_kib(pid: u32) -> Option<u64> {
+pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()
@@ -283,7 +283,7 @@ fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// The pids listening on `url`'s port, from `ss -ltnpH` (`users:(("workerd",pid=N,fd=M))`).
-fn listening_pids(url: &str) -> Vec<u32> {
+pub(crate) fn listening_pids(url: &str) -> Vec<u32> {
     let Some(port) = url
         .rsplit_once(':')
         .and_then(|(_, p)| p.trim_end_matches('/').parse::<u16>().ok())
@@ -317,7 +317,7 @@ fn pids_on_port(ss: &str, port: u16) -> Vec<u32> {
     pids
 }
 
-fn total<F: Fn(u32) -> Option<u64>>(pids: &[u32], f: F) -> Option<u64> {
+pub(crate) fn total<F: Fn(u32) -> Option<u64>>(pids: &[u32], f: F) -> Option<u64> {
     pids.iter().map(|&p| f(p)).sum()
 }
 
