@@ -317,6 +317,31 @@ fn pids_on_port(ss: &str, port: u16) -> Vec<u32> {
     pids
 }
 
+/// What the Worker's processes spent over an idle window of `seconds`: its length in seconds, the
+/// CPU seconds used (`hz` clock ticks a second), and the resident memory at its start and end.
+pub(crate) struct IdleWindow {
+    pub window_s: f64,
+    pub cpu_s: Option<f64>,
+    pub rss_start: Option<u64>,
+    pub rss_end: Option<u64>,
+}
+
+/// Sleeps `seconds` (one second at a time) and measures the Worker's processes across it.
+pub(crate) fn idle_window(pids: &[u32], seconds: u64, hz: f64) -> IdleWindow {
+    let rss_start = total(pids, rss_kib);
+    let (t0, cpu0) = (Instant::now(), total(pids, cpu_ticks));
+    for _ in 0..seconds {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (t1, cpu1) = (Instant::now(), total(pids, cpu_ticks));
+    IdleWindow {
+        window_s: t1.duration_since(t0).as_secs_f64(),
+        cpu_s: cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a) as f64 / hz),
+        rss_start,
+        rss_end: total(pids, rss_kib),
+    }
+}
+
 pub(crate) fn total<F: Fn(u32) -> Option<u64>>(pids: &[u32], f: F) -> Option<u64> {
     pids.iter().map(|&p| f(p)).sum()
 }
@@ -407,17 +432,11 @@ pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32
         let ramp_ms = ramp.elapsed().as_secs_f64() * 1000.0;
         // The idle window: nothing but the held long-polls (and re-issues after a 204).
         let waiters_start = waiters(&main, url, &queue);
-        let rss_held_start = total(&pids, rss_kib);
-        let (t0, cpu0) = (Instant::now(), total(&pids, cpu_ticks));
-        for _ in 0..seconds {
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        let (t1, cpu1) = (Instant::now(), total(&pids, cpu_ticks));
-        let rss_held_end = total(&pids, rss_kib);
+        let w = idle_window(&pids, seconds, hz);
+        let (rss_held_start, rss_held_end, window_s, cpu_s) =
+            (w.rss_start, w.rss_end, w.window_s, w.cpu_s);
         let waiters_end = waiters(&main, url, &queue);
         stop.store(true, Ordering::SeqCst);
-        let window_s = t1.duration_since(t0).as_secs_f64();
-        let cpu_s = cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a) as f64 / hz);
         window = json!({
             "threads_started": started,
             "all_held": all_held,

@@ -12,7 +12,7 @@
 
 use crate::leader::{agent, finish};
 use crate::queues::{
-    await_waiters, clock_ticks, cpu_ticks, dist, dist_p, listening_pids, ms_since, queue_stats,
+    await_waiters, clock_ticks, dist, dist_p, idle_window, listening_pids, ms_since, queue_stats,
     rss_kib, submit_on, total,
 };
 use crate::{emit, unique};
@@ -169,16 +169,10 @@ pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32
     );
     let ramp_ms = ramp.elapsed().as_secs_f64() * 1000.0;
     let start = queue_stats(&main, url, &queue);
-    let rss_held_start = total(&pids, rss_kib);
-    let (t0, cpu0) = (Instant::now(), total(&pids, cpu_ticks));
-    for _ in 0..seconds {
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    let (t1, cpu1) = (Instant::now(), total(&pids, cpu_ticks));
-    let rss_held_end = total(&pids, rss_kib);
+    let w = idle_window(&pids, seconds, hz);
+    let (rss_held_start, rss_held_end, window_s, cpu_s) =
+        (w.rss_start, w.rss_end, w.window_s, w.cpu_s);
     let end = queue_stats(&main, url, &queue);
-    let window_s = t1.duration_since(t0).as_secs_f64();
-    let cpu_s = cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a) as f64 / hz);
     // No run was submitted: a socket that got a lease anyway is an error.
     let mut unexpected = 0usize;
     for ws in &mut socks {
