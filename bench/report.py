@@ -136,8 +136,9 @@ def leader_section(by):
 
 def queues_section(by):
     """Task queues (issue 13): a waiting runner is offered a run by its queue's dispatcher object."""
-    lat = by.get("dispatch-latency", [])
+    lat = by.get("dispatch-latency", []) + by.get("dispatch-latency-ws", [])
     idle = by.get("idle-runners", [])
+    idle_ws = by.get("idle-runners-ws", [])
     tput = by.get("runs-throughput", [])
     out = ["## 9. Task queues", ""]
     if not (lat or idle or tput):
@@ -151,18 +152,22 @@ def queues_section(by):
         "submit → lease p50 with a runner waiting and 24 D1 round trips per idle 10-second long-poll (about 144 per idle "
         "runner per minute); those two figures are quoted from the issue, not measured in this run.",
         "",
-        "**Submit → lease with one runner waiting** (`waitMs` 20000; from sending the submit to the runner reading its lease; "
-        "before each submit the admin route shows the runner waiting; the first round, a new dispatcher's first wait, is a "
-        "warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once):",
+        "**Submit → lease with one runner waiting** (long-poll: `waitMs` 20000, the runner's own request writes the lease; "
+        "WebSocket: the runner said `ready`, the dispatcher writes the lease and pushes it; from sending the submit to the runner "
+        "reading its lease; before each submit the admin route shows the runner waiting; the first round, a new dispatcher's "
+        "first wait, is a warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once). Session *new*: each "
+        "submit opens a new session (a new session object); *warm*: every submit goes into one session whose previous run "
+        "was finished. The trivial route's latency on the same target (section 1 and 5b) is the runtime's floor per hop:",
         "",
         table(
-            ["target", "samples", "submit → lease p50 ms", "p95 ms", "p99 ms", "max ms", "submit response p50 ms", "p99 ms",
-             "lease after the submit response p50 ms", "lease D1 round trips p50 / max", "leases ≠ 1 round trip", "warm-up: ms / lease round trips", "errors"],
-            [[r.get("target"), r["samples"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["max_ms"], r["submit_p50_ms"], r["submit_p99_ms"],
-              r.get("lease_after_submit_response_p50_ms"), f"{fmt(r['lease_d1_round_trips_p50'])} / {fmt(r['lease_d1_round_trips_max'])}", r["leases_not_1_round_trip"],
-              f"{fmt((r.get('warmup') or {}).get('submit_to_lease_ms'))} / {fmt((r.get('warmup') or {}).get('lease_d1_round_trips'))}",
-              r["errors"]]
-             for r in lat],
+            ["target", "transport", "session", "samples", "submit → lease p50 ms", "p95 ms", "p99 ms", "max ms", "submit response p50 ms", "p99 ms",
+             "lease after the submit response p50 ms", "lease D1 round trips p50 / max", "warm-up ms", "errors"],
+            [[r.get("target"), "WebSocket" if r["scenario"].endswith("-ws") else "long-poll", r.get("session", "new"), r["samples"],
+              r["p50_ms"], r["p95_ms"], r["p99_ms"], r["max_ms"], r["submit_p50_ms"], r["submit_p99_ms"],
+              r.get("lease_after_submit_response_p50_ms"),
+              f"{fmt(r['lease_d1_round_trips_p50'])} / {fmt(r['lease_d1_round_trips_max'])}" if "lease_d1_round_trips_p50" in r else "–",
+              (r.get("warmup") or {}).get("submit_to_lease_ms"), r["errors"]]
+             for r in lat if "p50_ms" in r],
         ),
         "",
         "**Idle runners** (each holds a long-poll, `waitMs` 25000, re-issued on 204, on a queue with no runs; the idle window "
@@ -181,6 +186,24 @@ def queues_section(by):
               f"{fmt(mib(r.get('workerd_rss_kib_before')))} / {fmt(mib(r.get('workerd_rss_kib_held_end')))} / {fmt(mib(r.get('workerd_rss_kib_after')))}",
               r.get("ramp_ms"), r["errors"]]
              for r in idle],
+        ),
+        "",
+        "**Idle WebSocket runners** (each socket said `ready` on a queue with no runs; the dispatcher holds them with the "
+        "hibernation API, so it may be evicted while they wait; keepalives `{\"type\":\"ping\"}` are answered "
+        "`{\"type\":\"pong\"}` by the runtime without waking it). `cold` at the window's end = the dispatcher was evicted "
+        "and its memory dropped while the sockets stayed open. D1 while idle: none can be caused (no request is made).",
+        "",
+        table(
+            ["target", "sockets", "waiters at window start / end", "dispatcher evicted during window", "idle window s", "keepalive every s",
+             "pings sent / pongs", "workerd CPU s (% of one core)", "workerd RSS MiB before / held", "unexpected frames", "errors"],
+            [[r.get("target"), r.get("sockets_opened"),
+              f"{fmt((r.get('dispatcher_at_window_start') or {}).get('waiters'))} / {fmt((r.get('dispatcher_at_window_end') or {}).get('waiters'))}",
+              "yes" if (r.get("dispatcher_at_window_end") or {}).get("cold") else "no",
+              r.get("window_s"), r.get("ping_every_s") or "none", f"{fmt(r.get('pings_sent'))} / {fmt(r.get('pongs_received'))}",
+              f"{fmt(r.get('workerd_cpu_s'))} ({fmt(r.get('workerd_cpu_pct_of_one_core'))} %)",
+              f"{fmt(mib(r.get('workerd_rss_kib_before')))} / {fmt(mib(r.get('workerd_rss_kib_held_end')))}",
+              r.get("unexpected_frames"), r.get("errors")]
+             for r in idle_ws],
         ),
         "",
         "**Runs through submit → lease → finish** (runners wait in the dispatcher, `waitMs` > 0; each run in a fresh session; "

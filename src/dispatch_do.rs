@@ -552,6 +552,14 @@ impl DispatchDo {
         }
         self.learn(queue.clone());
         let pair = WebSocketPair::new()?;
+        // Keepalives are answered by the runtime without waking this object (idempotent: the
+        // same pair for every socket).
+        let keepalive = worker::worker_sys::WebSocketRequestResponsePair::new(
+            dispatch::PING_FRAME,
+            dispatch::PONG_FRAME,
+        )
+        .map_err(|e| Failure::Infra(format!("keepalive pair: {e:?}")))?;
+        self.state.set_websocket_auto_response(&keepalive);
         self.state.accept_web_socket(&pair.server);
         let key = sema_core::hex::encode(&platform::random::<12>()?);
         pair.server.serialize_attachment(&SocketNote {

@@ -827,6 +827,10 @@ enum Scenario {
         /// The runner waits on the dispatcher's WebSocket (`GET /v1/runner/connect`) instead.
         #[arg(long)]
         ws: bool,
+        /// Every submit goes into one session (each run is finished before the next submit), so
+        /// the session object is warm; without it each submit opens a new session (a new object).
+        #[arg(long)]
+        warm_session: bool,
     },
     /// Task queues: N runners each holding a long-poll (`waitMs` 25000) on an empty queue: D1
     /// round trips per runner per minute, the dispatcher's waiters, workerd CPU and RSS.
@@ -844,6 +848,10 @@ enum Scenario {
         /// Each runner holds a ready WebSocket to the dispatcher instead of a long-poll.
         #[arg(long)]
         ws: bool,
+        /// With `--ws`: each socket sends a keepalive every this many seconds of the window
+        /// (spread evenly; answered by the runtime, not the dispatcher); 0 = none.
+        #[arg(long, default_value_t = 0)]
+        ping_every_s: u64,
     },
     /// Task queues: runs/s through submit → lease → finish with runners waiting in the dispatcher.
     RunsThroughput {
@@ -925,24 +933,30 @@ fn main() {
             lease_wait_ms,
             Duration::from_secs(round_deadline_s),
         ),
-        Scenario::DispatchLatency { samples, ws: false } => {
-            queues::dispatch_latency(&ctx.url, samples)
-        }
-        Scenario::DispatchLatency { samples, ws: true } => {
-            queues_ws::dispatch_latency(&ctx.url, samples)
-        }
+        Scenario::DispatchLatency {
+            samples,
+            ws: false,
+            warm_session,
+        } => queues::dispatch_latency(&ctx.url, samples, warm_session),
+        Scenario::DispatchLatency {
+            samples,
+            ws: true,
+            warm_session,
+        } => queues_ws::dispatch_latency(&ctx.url, samples, warm_session),
         Scenario::IdleRunners {
             runners,
             seconds,
             workerd_pid,
             ws: false,
+            ..
         } => queues::idle_runners(&ctx.url, runners, seconds, &workerd_pid),
         Scenario::IdleRunners {
             runners,
             seconds,
             workerd_pid,
             ws: true,
-        } => queues_ws::idle_runners(&ctx.url, runners, seconds, &workerd_pid),
+            ping_every_s,
+        } => queues_ws::idle_runners(&ctx.url, runners, seconds, &workerd_pid, ping_every_s),
         Scenario::RunsThroughput {
             runs,
             runners,
@@ -1034,13 +1048,14 @@ mod tests {
             cli.scenario,
             Scenario::DispatchLatency {
                 samples: 200,
-                ws: false
+                ws: false,
+                warm_session: false
             }
         ));
         let cli = Cli::try_parse_from(["sema-bench", "idle-runners"]).unwrap();
         assert!(matches!(
             cli.scenario,
-            Scenario::IdleRunners { runners: 1000, seconds: 20, ref workerd_pid, ws: false } if workerd_pid.is_empty()
+            Scenario::IdleRunners { runners: 1000, seconds: 20, ref workerd_pid, ws: false, ping_every_s: 0 } if workerd_pid.is_empty()
         ));
         let cli = Cli::try_parse_from(["sema-bench", "runs-throughput"]).unwrap();
         assert!(matches!(

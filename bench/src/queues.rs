@@ -60,13 +60,24 @@ fn lease_on(agent: &ureq::Agent, url: &str, runner: &str, queue: &str, wait_ms: 
 
 /// A run in a fresh session (`<prefix>-…`) of `queue`.
 pub(crate) fn submit_on(agent: &ureq::Agent, url: &str, queue: &str, prefix: &str) -> Reply {
+    submit_into(agent, url, queue, &unique(prefix))
+}
+
+/// Submits `say ok` on `queue` into the session `session`.
+pub(crate) fn submit_into(agent: &ureq::Agent, url: &str, queue: &str, session: &str) -> Reply {
     send(
         agent,
         "POST",
         &format!("{url}/v1/runs"),
         None,
-        Some(&json!({"sessionId": unique(prefix), "objective": "say ok", "queue": queue})),
+        Some(&json!({"sessionId": session, "objective": "say ok", "queue": queue})),
     )
+}
+
+/// The session a dispatch-latency round submits into: one for every round when `warm` (its
+/// object stays live), else a new one per round (a new object each time).
+pub(crate) fn latency_session(warm: &Option<String>, prefix: &str) -> String {
+    warm.clone().unwrap_or_else(|| unique(prefix))
 }
 
 /// What the queue's dispatcher holds (`GET /v1/admin/queues/{queue}`, operator); `None` on failure.
@@ -131,8 +142,9 @@ pub(crate) fn ms_since(from: Instant, to: Instant) -> f64 {
 }
 
 /// The scenario `dispatch-latency`: one warm-up round, then `samples` measured rounds.
-pub fn dispatch_latency(url: &str, samples: usize) {
+pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let queue = unique("qb-lat");
+    let warm = warm_session.then(|| unique("qb-lat-warm"));
     let runner = "bench-dispatch";
     let rounds = samples + 1;
     let stop = AtomicBool::new(false);
@@ -176,7 +188,7 @@ pub fn dispatch_latency(url: &str, samples: usize) {
                 await_waiters(&main, url, &queue, 1, WAITERS_POLL_EVERY, WAITER_DEADLINE);
             not_waiting += usize::from(!held);
             let sent = Instant::now();
-            let sub = submit_on(&main, url, &queue, "qb-lat");
+            let sub = submit_into(&main, url, &queue, &latency_session(&warm, "qb-lat"));
             let Some(task) = sub.body["taskId"].as_str().filter(|_| sub.status == 202) else {
                 errors += 1;
                 continue;
@@ -221,6 +233,7 @@ pub fn dispatch_latency(url: &str, samples: usize) {
     emit(json!({
         "scenario": "dispatch-latency",
         "queue": queue,
+        "session": if warm_session { "warm" } else { "new" },
         "lease_wait_ms": LATENCY_WAIT_MS,
         "samples": lat.len(),
         "p50_ms": p50,
@@ -327,11 +340,18 @@ pub(crate) struct IdleWindow {
 }
 
 /// Sleeps `seconds` (one second at a time) and measures the Worker's processes across it.
-pub(crate) fn idle_window(pids: &[u32], seconds: u64, hz: f64) -> IdleWindow {
+pub(crate) fn idle_window(
+    pids: &[u32],
+    seconds: u64,
+    hz: f64,
+    each_second: &mut dyn FnMut(u64),
+) -> IdleWindow {
     let rss_start = total(pids, rss_kib);
     let (t0, cpu0) = (Instant::now(), total(pids, cpu_ticks));
-    for _ in 0..seconds {
-        std::thread::sleep(Duration::from_secs(1));
+    for second in 0..seconds {
+        let tick = Instant::now();
+        each_second(second);
+        std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
     }
     let (t1, cpu1) = (Instant::now(), total(pids, cpu_ticks));
     IdleWindow {
@@ -432,7 +452,7 @@ pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32
         let ramp_ms = ramp.elapsed().as_secs_f64() * 1000.0;
         // The idle window: nothing but the held long-polls (and re-issues after a 204).
         let waiters_start = waiters(&main, url, &queue);
-        let w = idle_window(&pids, seconds, hz);
+        let w = idle_window(&pids, seconds, hz, &mut |_| {});
         let (rss_held_start, rss_held_end, window_s, cpu_s) =
             (w.rss_start, w.rss_end, w.window_s, w.cpu_s);
         let waiters_end = waiters(&main, url, &queue);

@@ -12,8 +12,8 @@
 
 use crate::leader::{agent, finish};
 use crate::queues::{
-    await_waiters, clock_ticks, dist, dist_p, idle_window, listening_pids, ms_since, queue_stats,
-    rss_kib, submit_on, total,
+    await_waiters, clock_ticks, dist, dist_p, idle_window, latency_session, listening_pids,
+    ms_since, queue_stats, rss_kib, submit_into, total,
 };
 use crate::{emit, unique};
 use serde_json::{json, Value};
@@ -62,8 +62,9 @@ fn lease(ws: &mut Sock) -> Result<Value, String> {
 }
 
 /// `dispatch-latency --ws`.
-pub fn dispatch_latency(url: &str, samples: usize) {
+pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let queue = unique("qb-latws");
+    let warm = warm_session.then(|| unique("qb-latws-warm"));
     let runner = "bench-dispatch-ws";
     let main = agent();
     let (mut lat, mut submit_ms, mut errors, mut not_waiting) = (vec![], vec![], 0usize, 0usize);
@@ -90,7 +91,7 @@ pub fn dispatch_latency(url: &str, samples: usize) {
         );
         not_waiting += usize::from(!held);
         let sent = Instant::now();
-        let sub = submit_on(&main, url, &queue, "qb-latws");
+        let sub = submit_into(&main, url, &queue, &latency_session(&warm, "qb-latws"));
         let Some(task) = sub.body["taskId"].as_str().filter(|_| sub.status == 202) else {
             errors += 1;
             continue;
@@ -118,6 +119,7 @@ pub fn dispatch_latency(url: &str, samples: usize) {
     let (s50, s99, _) = dist(submit_ms);
     emit(json!({
         "scenario": "dispatch-latency-ws",
+        "session": if warm_session { "warm" } else { "new" },
         "queue": queue,
         "samples": lat.len(),
         "p50_ms": p50,
@@ -133,7 +135,13 @@ pub fn dispatch_latency(url: &str, samples: usize) {
 }
 
 /// `idle-runners --ws`.
-pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32]) {
+pub fn idle_runners(
+    url: &str,
+    runners: usize,
+    seconds: u64,
+    workerd_pids: &[u32],
+    ping_every_s: u64,
+) {
     let queue = unique("qb-idlews");
     let pids = if workerd_pids.is_empty() {
         listening_pids(url)
@@ -169,16 +177,32 @@ pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32
     );
     let ramp_ms = ramp.elapsed().as_secs_f64() * 1000.0;
     let start = queue_stats(&main, url, &queue);
-    let w = idle_window(&pids, seconds, hz);
+    // Keepalives spread evenly: socket i pings in the seconds s with s ≡ i (mod ping_every_s).
+    let mut pings = 0usize;
+    let w = idle_window(&pids, seconds, hz, &mut |second| {
+        if ping_every_s == 0 {
+            return;
+        }
+        for (i, ws) in socks.iter_mut().enumerate() {
+            if (i as u64) % ping_every_s == second % ping_every_s
+                && ws.send(Message::text(r#"{"type":"ping"}"#)).is_ok()
+            {
+                pings += 1;
+            }
+        }
+    });
     let (rss_held_start, rss_held_end, window_s, cpu_s) =
         (w.rss_start, w.rss_end, w.window_s, w.cpu_s);
     let end = queue_stats(&main, url, &queue);
     // No run was submitted: a socket that got a lease anyway is an error.
-    let mut unexpected = 0usize;
+    let (mut unexpected, mut pongs) = (0usize, 0usize);
     for ws in &mut socks {
         let _ = ws.get_ref().set_nonblocking(true);
         while let Ok(m) = ws.read() {
-            unexpected += usize::from(m.is_text());
+            match m {
+                Message::Text(t) if t.as_str() == r#"{"type":"pong"}"# => pongs += 1,
+                m => unexpected += usize::from(m.is_text()),
+            }
         }
         let _ = ws.get_ref().set_nonblocking(false);
         let _ = ws.close(None);
@@ -207,6 +231,9 @@ pub fn idle_runners(url: &str, runners: usize, seconds: u64, workerd_pids: &[u32
         "workerd_rss_kib_held_start": rss_held_start,
         "workerd_rss_kib_held_end": rss_held_end,
         "unexpected_frames": unexpected,
+        "ping_every_s": ping_every_s,
+        "pings_sent": pings,
+        "pongs_received": pongs,
         "errors": errors,
         "first_error": first_error,
     }));

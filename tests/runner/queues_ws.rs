@@ -68,6 +68,19 @@ impl Sock {
         }
     }
 
+    /// Sends a keepalive and reads the next text frame (within `PROMPTLY`).
+    fn ping(&mut self) -> String {
+        self.ws.send(Message::text(r#"{"type":"ping"}"#)).unwrap();
+        self.ws.get_ref().set_read_timeout(Some(PROMPTLY)).unwrap();
+        loop {
+            match self.ws.read().expect("an answer to the keepalive") {
+                Message::Text(t) => return t.as_str().to_owned(),
+                Message::Close(_) => panic!("the dispatcher closed the socket"),
+                _ => {}
+            }
+        }
+    }
+
     fn close(mut self) {
         let _ = self.ws.close(None);
         let _ = self.ws.flush();
@@ -109,6 +122,30 @@ fn a_run_admitted_while_a_websocket_runner_is_ready_is_pushed_to_it_and_held_by_
     site.finish_lease(&l, "ws-ready");
     s.close();
     site.await_stat(&queue, "sockets", 0);
+}
+
+#[test]
+fn a_keepalive_ping_gets_a_pong_and_neither_asks_for_a_run_nor_disturbs_a_waiting_one() {
+    let site = Site::runs();
+    let queue = unique("q-ws-ping");
+    site.warm(&queue);
+    let mut s = site.connect("ws-ping", &queue);
+    assert_eq!(s.ping(), r#"{"type":"pong"}"#);
+    site.await_stat(&queue, "sockets", 1);
+    assert_eq!(site.stats(&queue)["waiters"], 0, "a ping is not a ready");
+    s.ready();
+    site.await_stat(&queue, "waiters", 1);
+    assert_eq!(s.ping(), r#"{"type":"pong"}"#);
+    assert_eq!(
+        site.stats(&queue)["waiters"],
+        1,
+        "a ping keeps the runner in line"
+    );
+    let task = site.submit(Some(&queue));
+    let l = s.lease(PROMPTLY).expect("the ready socket got nothing");
+    assert_eq!(task_of(&l), task);
+    site.finish_lease(&l, "ws-ping");
+    s.close();
 }
 
 #[test]
@@ -209,11 +246,16 @@ fn the_reference_runner_runs_a_script_end_to_end_over_the_websocket() {
             "ws",
             "--max-runs",
             "1",
+            // A short keepalive: the idle runner sends several before the run comes.
+            "--keepalive-ms",
+            "200",
         ])
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start sema-runner");
     site.await_stat(&queue, "sockets", 1);
     site.await_stat(&queue, "waiters", 1);
+    std::thread::sleep(Duration::from_millis(1500));
     let task = site.submit(Some(&queue));
     let start = Instant::now();
     let run = loop {
@@ -225,7 +267,10 @@ fn the_reference_runner_runs_a_script_end_to_end_over_the_websocket() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(run["result"]["text"], "queued", "{run}");
-    let status = child.wait().unwrap();
-    assert!(status.success(), "the runner exited {status}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the runner exited {}", out.status);
+    // Every keepalive was answered: the socket was never given up for a reconnect or the poll.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("WebSocket failed"), "{said}");
     site.await_stat(&queue, "sockets", 0);
 }

@@ -304,6 +304,14 @@ pub struct SocketNote {
     pub since: i64,
 }
 
+/// The keepalive a runner sends on an idle socket, byte for byte. The runtime answers it with
+/// [`PONG_FRAME`] itself (the hibernation API's auto-response), so a ping never wakes the
+/// dispatcher; a runner that gets no pong within its next wait treats the socket as half-open and
+/// reconnects (its unacknowledged lease, if one was in flight, is released after `LEASE_ACK_SEC`).
+pub const PING_FRAME: &str = r#"{"type":"ping"}"#;
+/// The runtime's answer to [`PING_FRAME`].
+pub const PONG_FRAME: &str = r#"{"type":"pong"}"#;
+
 /// A frame a runner sends on its WebSocket: `{"type":"ready"}` — it wants one run (again after
 /// each run it finished or gave up).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -434,6 +442,8 @@ mod tests {
             RunnerFrame::Ready
         );
         assert!(serde_json::from_str::<RunnerFrame>(r#"{"type":"nope"}"#).is_err());
+        // The keepalive is answered by the runtime, never parsed as a frame by the object.
+        assert!(serde_json::from_str::<RunnerFrame>(PING_FRAME).is_err());
     }
 
     #[test]

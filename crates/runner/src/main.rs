@@ -49,6 +49,10 @@ struct Config {
     /// WebSocket only (`ws`: retried, never polled), or the long-poll only (`poll`).
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     transport: Transport,
+    /// An idle WebSocket sends a keepalive after this long without a frame (the runtime answers
+    /// it without waking the dispatcher); no answer within as long again: the socket is given up.
+    #[arg(long, default_value_t = 30_000)]
+    keepalive_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -64,7 +68,17 @@ struct Socket {
     ws: tungstenite::WebSocket<std::net::TcpStream>,
     /// `ready` was sent and no lease came since.
     asked: bool,
+    /// When the last keepalive was sent, while no pong has come since.
+    pinged: Option<Instant>,
+    /// When the last frame arrived (or the socket opened).
+    heard: Instant,
+    keepalive: Duration,
 }
+
+/// The keepalive and its answer (`sema_core::dispatch::PING_FRAME` / `PONG_FRAME`): the runtime
+/// answers a ping on the dispatcher's behalf without waking it.
+const PING: &str = r#"{"type":"ping"}"#;
+const PONG: &str = r#"{"type":"pong"}"#;
 
 impl Socket {
     /// Connects to `GET /v1/runner/connect` (plain `http://` servers only).
@@ -93,10 +107,18 @@ impl Socket {
         };
         let stream = std::net::TcpStream::connect(&addr).map_err(|e| format!("{addr}: {e}"))?;
         let (ws, _) = tungstenite::client::client(req, stream).map_err(|e| e.to_string())?;
-        Ok(Self { ws, asked: false })
+        Ok(Self {
+            ws,
+            asked: false,
+            pinged: None,
+            heard: Instant::now(),
+            keepalive: Duration::from_millis(cfg.keepalive_ms.max(1)),
+        })
     }
 
-    /// Waits up to `wait` for a lease: `Ok(None)` when none came (ask again later).
+    /// Waits up to `wait` for a lease: `Ok(None)` when none came (ask again later). A wait that
+    /// ends after the keepalive interval without a frame sends a keepalive; one unanswered for
+    /// as long again means the socket is half-open: an error (the caller reconnects or polls).
     fn lease(&mut self, wait: Duration) -> Result<Option<Value>, String> {
         use tungstenite::Message;
         if !self.asked {
@@ -105,12 +127,18 @@ impl Socket {
                 .map_err(|e| e.to_string())?;
             self.asked = true;
         }
+        let wait = wait.min(self.keepalive).max(Duration::from_millis(100));
         self.ws
             .get_ref()
-            .set_read_timeout(Some(wait.max(Duration::from_millis(100))))
+            .set_read_timeout(Some(wait))
             .map_err(|e| e.to_string())?;
         loop {
-            match self.ws.read() {
+            let read = self.ws.read();
+            if read.is_ok() {
+                self.heard = Instant::now();
+            }
+            match read {
+                Ok(Message::Text(t)) if t.as_str() == PONG => self.pinged = None,
                 Ok(Message::Text(t)) => {
                     let v: Value = serde_json::from_str(t.as_str()).map_err(|e| e.to_string())?;
                     if v["type"] == "lease" {
@@ -127,7 +155,19 @@ impl Socket {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Ok(None)
+                    match self.pinged {
+                        Some(at) if at.elapsed() >= self.keepalive => {
+                            return Err("no answer to the keepalive: the socket is half-open".into())
+                        }
+                        None if self.heard.elapsed() >= self.keepalive => {
+                            self.ws
+                                .send(Message::text(PING))
+                                .map_err(|e| e.to_string())?;
+                            self.pinged = Some(Instant::now());
+                        }
+                        _ => {}
+                    }
+                    return Ok(None);
                 }
                 Err(e) => return Err(e.to_string()),
             }
