@@ -225,6 +225,60 @@ def queues_section(by):
     return out
 
 
+def floor_section(by):
+    """The platform's floor (issue 15): the parts of one admission on the bench-only floor Worker, and ours beside it."""
+    rows = [r for r in by.get("floor", []) if "part" in r]
+    out = ["## 10. The floor of the design", ""]
+    if not rows:
+        return out + ["No floor lines in this run" + (f" ({by['floor'][0].get('error')})" if by.get("floor") else "") + ".", ""]
+    names = {"health": "trivial route", "d1": "one D1 batch of 3 inserts (from the Worker)", "do": "Durable Object round trip",
+             "do-storage": "object + one storage write", "do-d1-storage": "object + D1 batch + storage write (today's admission)"}
+    levels = sorted({r["concurrency"] for r in rows})
+    keys = []
+    for r in rows:
+        k = (r["part"], r["objects"])
+        if k not in keys:
+            keys.append(k)
+    get = lambda part, kind, c: next((r for r in rows if r["part"] == part and r["objects"] == kind and r["concurrency"] == c), None)
+    out += [
+        "`bench/floor/floor.js` (bench-only, never deployed) does in plain JavaScript only the platform parts an admission "
+        "is made of, on the same workerd build, measured on its own workerd socket in this run. *new* = every request names "
+        "a new object (as a new session does); *warm* = each client thread keeps one live object. Requests per second "
+        "(p50 ms) at each concurrency:",
+        "",
+        table(["part", "objects"] + [f"c={c}" for c in levels],
+              [[names.get(p, p), k] + [f"{fmt(get(p, k, c)['per_s'])} ({fmt(get(p, k, c)['p50_ms'])})" if get(p, k, c) else "–" for c in levels]
+               for p, k in keys]),
+        "",
+    ]
+    ours = {r["concurrency"]: r for r in pick(by.get("admission", []), target="workerd-direct")}
+    if ours:
+        cmp_rows = []
+        for c in levels:
+            f, o = get("do-d1-storage", "new", c), ours.get(c)
+            if f and o:
+                cmp_rows.append([c, o["per_s"], f["per_s"], o["per_s"] / f["per_s"] if f["per_s"] else None,
+                                 100 * (f["per_s"] / o["per_s"] - 1) if o["per_s"] else None])
+        out += [
+            "**Our admission beside its floor** (new sessions, workerd-direct; the floor is *object + D1 batch + storage write*, "
+            "new objects). Overhead = how much more time per admission ours takes than the floor's:",
+            "",
+            table(["concurrency", "ours admissions/s", "floor per s", "ours ÷ floor", "our overhead %"], cmp_rows),
+            "",
+        ]
+    seq = {r["what"]: r for r in by.get("session-object", [])}
+    warm, new = seq.get("admission into a warm session object"), seq.get("admission creating a new session object")
+    fw, fn = get("do-d1-storage", "warm", 1), get("do-d1-storage", "new", 1)
+    if warm and new and fw and fn:
+        out += [
+            table(["sequential admission p50 ms", "ours", "floor", "ours − floor"],
+                  [["warm session object", warm["p50_ms"], fw["p50_ms"], warm["p50_ms"] - fw["p50_ms"]],
+                   ["new session object", new["p50_ms"], fn["p50_ms"], new["p50_ms"] - fn["p50_ms"]]]),
+            "",
+        ]
+    return out
+
+
 def chart(by, path):
     """Grouped bars: admissions/s by concurrency for each target, with each target's ceiling noted."""
     targets = [("workerd-direct", "#1f77b4"), ("wrangler-dev", "#ff7f0e"), ("peer", "#2ca02c")]
@@ -387,6 +441,7 @@ def main():
         "",
         *leader_section(by),
         *queues_section(by),
+        *floor_section(by),
     ]
     open(md_path, "w").write("\n".join(md))
     chart(by, svg_path)

@@ -23,6 +23,7 @@
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
+mod floor;
 mod leader;
 mod queues;
 mod queues_ws;
@@ -868,6 +869,14 @@ enum Scenario {
         #[arg(long, default_value_t = 20_000)]
         lease_wait_ms: u64,
     },
+    /// The platform's floor: the parts of one admission (trivial route, D1 batch, object round
+    /// trip, object storage, object + D1 + storage) on the bench-only floor Worker
+    /// (`bench/floor/`), new and warm objects, at concurrency 1/8/32/128.
+    Floor {
+        /// Requests per part, object kind and level.
+        #[arg(long, default_value_t = 256)]
+        per_level: usize,
+    },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
         /// Submits at each concurrency level.
@@ -963,6 +972,7 @@ fn main() {
             submitters,
             lease_wait_ms,
         } => queues::runs_throughput(&ctx.url, runs, runners, submitters, lease_wait_ms),
+        Scenario::Floor { per_level } => floor::floor(&ctx.url, per_level),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {
             sessions,

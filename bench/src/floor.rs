@@ -1,0 +1,108 @@
+//! `floor`: the platform parts one admission is made of, measured on the bench-only floor Worker
+//! (`bench/floor/floor.js`, plain JavaScript on the same workerd), at the admission scenario's
+//! concurrency levels. Each part × object kind × level is one result line, so the report can set
+//! every figure of ours beside the floor of its own design.
+//!
+//! Object kinds: `new` (every request names a new object: the object is created, as a new session's
+//! is) and `warm` (each client thread keeps one live object of its own, touched once before the
+//! clock starts). D1 ids are unique per request, so every batch inserts.
+
+use crate::{emit, percentile, unique};
+use serde_json::json;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// (route, whether it goes through an object).
+const PARTS: [(&str, bool); 5] = [
+    ("health", false),
+    ("d1", false),
+    ("do", true),
+    ("do-storage", true),
+    ("do-d1-storage", true),
+];
+
+const LEVELS: [usize; 4] = [1, 8, 32, 128];
+
+fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) {
+    let t = Instant::now();
+    let r = if part == "health" {
+        agent.get(&format!("{url}/health")).call()
+    } else {
+        let id = unique("f");
+        agent
+            .post(&format!("{url}/{part}?o={object}&id={id}"))
+            .send_string("")
+    };
+    let ok = matches!(&r, Ok(resp) if resp.status() == 200);
+    (ok, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+pub fn floor(url: &str, per_level: usize) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    // Warm-up: the isolate, the tables, the objects' class.
+    for i in 0..50 {
+        hit(&agent, url, "health", "");
+        hit(&agent, url, "do-d1-storage", &format!("warmup-{i}"));
+    }
+    for (part, via_object) in PARTS {
+        let kinds: &[&str] = if via_object { &["new", "warm"] } else { &["-"] };
+        for &kind in kinds {
+            for conc in LEVELS {
+                let per_thread = per_level.max(conc) / conc;
+                let prefix = unique("fo");
+                // Every thread has touched its warm object before the clock starts.
+                let ready = Barrier::new(conc + 1);
+                let mut start = Instant::now();
+                let results: Vec<(bool, f64)> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..conc)
+                        .map(|t| {
+                            let (prefix, ready) = (&prefix, &ready);
+                            s.spawn(move || {
+                                let agent = ureq::AgentBuilder::new()
+                                    .timeout(Duration::from_secs(60))
+                                    .build();
+                                let warm = format!("{prefix}-w{t}");
+                                if kind == "warm" {
+                                    hit(&agent, url, part, &warm);
+                                }
+                                ready.wait();
+                                (0..per_thread)
+                                    .map(|i| {
+                                        let object = match kind {
+                                            "warm" => warm.clone(),
+                                            _ => format!("{prefix}-n{t}-{i}"),
+                                        };
+                                        hit(&agent, url, part, &object)
+                                    })
+                                    .collect::<Vec<_>>()
+                            })
+                        })
+                        .collect();
+                    ready.wait();
+                    start = Instant::now();
+                    handles
+                        .into_iter()
+                        .flat_map(|h| h.join().unwrap())
+                        .collect()
+                });
+                let elapsed = start.elapsed().as_secs_f64();
+                let ok = results.iter().filter(|(o, _)| *o).count();
+                let mut lat: Vec<f64> = results.iter().map(|(_, l)| *l).collect();
+                lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                emit(json!({
+                    "scenario": "floor",
+                    "part": part,
+                    "objects": kind,
+                    "concurrency": conc,
+                    "requests": results.len(),
+                    "errors": results.len() - ok,
+                    "per_s": ok as f64 / elapsed,
+                    "p50_ms": percentile(&lat, 50.0),
+                    "p99_ms": percentile(&lat, 99.0),
+                }));
+            }
+        }
+    }
+}
