@@ -234,7 +234,7 @@ fn the_reference_runner_runs_a_script_end_to_end_over_the_websocket() {
     site.warm(&queue);
     let bin = std::env::var("SEMA_RUNNER_BIN")
         .expect("SEMA_RUNNER_BIN is not set: run through scripts/test");
-    let mut child = std::process::Command::new(bin)
+    let child = std::process::Command::new(bin)
         .args([
             "--url",
             &site.base,
