@@ -43,16 +43,12 @@ impl Sock {
             .unwrap();
     }
 
-    /// The next lease pushed within `within` (None: nothing came).
-    fn lease(&mut self, within: Duration) -> Option<Value> {
+    /// The next text frame within `within` (None: nothing came).
+    fn next_text(&mut self, within: Duration) -> Option<String> {
         self.ws.get_ref().set_read_timeout(Some(within)).unwrap();
         loop {
             match self.ws.read() {
-                Ok(Message::Text(t)) => {
-                    let v: Value = serde_json::from_str(t.as_str()).unwrap();
-                    assert_eq!(v["type"], "lease", "{v}");
-                    return Some(v);
-                }
+                Ok(Message::Text(t)) => return Some(t.as_str().to_owned()),
                 Ok(Message::Close(_)) => panic!("the dispatcher closed the socket"),
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(e))
@@ -68,17 +64,20 @@ impl Sock {
         }
     }
 
+    /// The next lease pushed within `within` (None: nothing came).
+    fn lease(&mut self, within: Duration) -> Option<Value> {
+        let v: Value = serde_json::from_str(&self.next_text(within)?).unwrap();
+        assert_eq!(v["type"], "lease", "{v}");
+        Some(v)
+    }
+
     /// Sends a keepalive and reads the next text frame (within `PROMPTLY`).
     fn ping(&mut self) -> String {
-        self.ws.send(Message::text(r#"{"type":"ping"}"#)).unwrap();
-        self.ws.get_ref().set_read_timeout(Some(PROMPTLY)).unwrap();
-        loop {
-            match self.ws.read().expect("an answer to the keepalive") {
-                Message::Text(t) => return t.as_str().to_owned(),
-                Message::Close(_) => panic!("the dispatcher closed the socket"),
-                _ => {}
-            }
-        }
+        self.ws
+            .send(Message::text(sema_core::dispatch::PING_FRAME))
+            .unwrap();
+        self.next_text(PROMPTLY)
+            .expect("an answer to the keepalive")
     }
 
     fn close(mut self) {
