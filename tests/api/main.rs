@@ -8,6 +8,7 @@ mod admission;
 mod bad_input;
 mod bounds;
 mod cancel;
+mod cli_tokens;
 mod closed;
 mod helpers;
 mod idempotency;

@@ -12,6 +12,7 @@ mod helpers;
 mod sse;
 
 mod bounds;
+mod cli;
 mod execution;
 mod gates;
 mod heal;
