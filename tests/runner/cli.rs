@@ -212,6 +212,21 @@ fn watch_of_a_failing_run_exits_1_and_says_why() {
     let last = json.json_lines().pop().unwrap();
     assert_eq!(last["type"], "done");
     assert_eq!(last["result"]["status"], "failed");
+    // --after: the watch starts past the events already seen.
+    let later = sema(&["--json", "watch", &task, "--after", "1"]);
+    assert_eq!(later.code, 1, "{later:?}");
+    let seqs: Vec<i64> = later
+        .json_lines()
+        .iter()
+        .filter_map(|e| e["seq"].as_i64())
+        .collect();
+    let ledger_seqs: Vec<i64> = ledger(&task)
+        .iter()
+        .filter(|e| e["type"] != "done")
+        .filter_map(|e| e["seq"].as_i64())
+        .filter(|s| *s > 1)
+        .collect();
+    assert_eq!(seqs, ledger_seqs);
 }
 
 /// A loopback TCP proxy in front of the Worker that cuts event-stream responses: the n-th stream
@@ -373,6 +388,26 @@ fn watch_survives_dropped_connections_without_losing_or_repeating_text() {
 }
 
 #[test]
+fn a_stream_that_keeps_dropping_gives_up_after_max_reconnects_with_exit_4() {
+    // No runner: the run stays running; every stream is cut before its first byte of body.
+    let task = sema(&["submit", "write a haiku"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    let proxy = CuttingProxy::start(&[0, 0, 0, 0]);
+    let out = sema_with(&proxy.url, &[], &["watch", &task, "--max-reconnects", "2"]);
+    assert_eq!(out.code, 4, "{out:?}");
+    assert_eq!(
+        proxy.cut.load(Ordering::SeqCst),
+        3,
+        "the first try and two reconnects: {out:?}"
+    );
+    assert!(out.stderr.contains("gave up after 2 reconnects"), "{out:?}");
+    sema(&["cancel", &task]).ok();
+}
+
+#[test]
 fn steer_queues_a_message_the_runner_injects_once() {
     let _runner = Runner::start();
     let task = sema(&["submit", "sleep 1500\nsay steered to the end"])
@@ -468,6 +503,31 @@ fn decide_follows_each_gates_path_resume_and_wake() {
     let watch = sema(&["watch", &task]).ok();
     assert!(watch.stdout.contains("decision: continue"), "{watch:?}");
     assert!(watch.stdout.contains("kept going"), "{watch:?}");
+
+    // A plan review: `deny` sends `revise`, its --reason as `feedback`.
+    let session = unique("cli-plan");
+    let task = sema(&[
+        "submit",
+        "-s",
+        &session,
+        "ask plan_review step one then two\nsay revised plan",
+    ])
+    .ok()
+    .stdout
+    .trim()
+    .to_owned();
+    wait_until(&task, "the park", |r| r["status"] == "needs_review");
+    let out = sema(&["deny", &session, "--reason", "fewer steps"]).ok();
+    assert!(
+        out.stdout.starts_with(&format!("revise: run {task} is")),
+        "{out:?}"
+    );
+    let watch = sema(&["watch", &task]).ok();
+    assert!(
+        watch.stdout.contains("decision: revise (fewer steps)"),
+        "{watch:?}"
+    );
+    assert!(watch.stderr.contains("[needs_review]"), "{watch:?}");
 
     // A finished task: approve cannot wake it (exit 5, saying how); decide wake starts a new run.
     let session = unique("cli-wake");
