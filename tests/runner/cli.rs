@@ -227,6 +227,20 @@ fn watch_of_a_failing_run_exits_1_and_says_why() {
         .filter(|s| *s > 1)
         .collect();
     assert_eq!(seqs, ledger_seqs);
+    // Past the end of a finished run (the server replays `done`, or answers 204 and the run's state
+    // is read): the watch still reports how it ended, in both forms.
+    let past = sema(&["watch", &task, "--after", "1000"]);
+    assert_eq!((past.code, past.stdout.as_str()), (1, ""), "{past:?}");
+    assert!(past.stderr.contains("failed: the disk is full"), "{past:?}");
+    let past = sema(&["--json", "watch", &task, "--after", "1000"]);
+    assert_eq!(past.code, 1, "{past:?}");
+    assert_eq!(
+        past.json_lines(),
+        [
+            serde_json::json!({"type": "done", "result": {"status": "failed",
+            "error": "the disk is full", "errorCode": "runner.script_failed"}})
+        ]
+    );
 }
 
 /// A loopback TCP proxy in front of the Worker that cuts event-stream responses: the n-th stream
