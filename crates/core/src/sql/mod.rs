@@ -20,6 +20,7 @@ pub mod gate_sql;
 pub mod leader_sql;
 pub mod run_sql;
 pub mod runner_sql;
+pub mod session_sql;
 
 use serde_json::{Map, Value};
 use std::borrow::Cow;
