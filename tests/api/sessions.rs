@@ -39,12 +39,20 @@ fn sessions_page_most_recent_first_with_their_active_run() {
     let page = page.json();
     assert_eq!(ids(&page), [d.clone(), b.clone()]);
     let top = &page["sessions"][0];
-    assert_eq!(top["activeRun"], json!({"taskId": running, "status": "running"}));
+    assert_eq!(
+        top["activeRun"],
+        json!({"taskId": running, "status": "running"})
+    );
     assert!(top["pendingGate"].is_null());
     assert!(top["createdAt"].is_i64() && top["lastActivityAt"].is_i64());
     assert!(page["sessions"][1]["activeRun"].is_null());
-    let cursor = page["nextCursor"].as_str().expect("a second page").to_owned();
-    let rest = c.get(&format!("/v1/sessions?limit=2&cursor={cursor}")).json();
+    let cursor = page["nextCursor"]
+        .as_str()
+        .expect("a second page")
+        .to_owned();
+    let rest = c
+        .get(&format!("/v1/sessions?limit=2&cursor={cursor}"))
+        .json();
     assert_eq!(ids(&rest), [a]);
     assert!(rest["nextCursor"].is_null());
     assert_eq!(c.cancel(&running).status, 200);
@@ -64,9 +72,15 @@ fn a_session_reads_with_its_active_run_and_anyone_elses_is_the_404_of_a_missing_
     missing.assert_refusal(404, "not_found");
     let other = Client::as_principal(&unique("sess-other"));
     let foreign = other.get(&format!("/v1/sessions/{session}"));
-    assert_eq!((foreign.status, foreign.body.as_str()), (404, missing.body.as_str()));
+    assert_eq!(
+        (foreign.status, foreign.body.as_str()),
+        (404, missing.body.as_str())
+    );
     let refused = delete(&other, &session);
-    assert_eq!((refused.status, refused.body.as_str()), (404, missing.body.as_str()));
+    assert_eq!(
+        (refused.status, refused.body.as_str()),
+        (404, missing.body.as_str())
+    );
     assert!(!ids(&other.get("/v1/sessions").json()).contains(&session));
     // An operator sees it.
     let op = Client::as_principal(&unique("sess-op")).with_role("operator");
@@ -82,7 +96,10 @@ fn deleting_a_session_with_an_active_run_is_the_409_a_submit_gets_and_deletes_no
     let refused = delete(&c, &session);
     assert_eq!(refused.status, 409);
     assert_eq!(refused.body, running_conflict_body(&task));
-    assert_eq!(c.get(&format!("/v1/runs/{task}")).json()["status"], "running");
+    assert_eq!(
+        c.get(&format!("/v1/runs/{task}")).json()["status"],
+        "running"
+    );
     assert_eq!(c.get(&format!("/v1/sessions/{session}")).status, 200);
     assert_eq!(c.cancel(&task).status, 200);
     assert_eq!(delete(&c, &session).status, 200);
@@ -104,9 +121,12 @@ fn deleting_a_finished_session_removes_it_and_a_new_submit_into_it_starts_fresh(
         gone.json(),
         json!({"sessionId": session, "deleted": true, "runsDeleted": 1})
     );
-    c.get(&format!("/v1/runs/{old}")).assert_refusal(404, "not_found");
-    c.get(&format!("/v1/runs/{old}/events")).assert_refusal(404, "not_found");
-    c.get(&format!("/v1/sessions/{session}")).assert_refusal(404, "not_found");
+    c.get(&format!("/v1/runs/{old}"))
+        .assert_refusal(404, "not_found");
+    c.get(&format!("/v1/runs/{old}/events"))
+        .assert_refusal(404, "not_found");
+    c.get(&format!("/v1/sessions/{session}"))
+        .assert_refusal(404, "not_found");
     assert!(!ids(&c.get("/v1/sessions?limit=200").json()).contains(&session));
     delete(&c, &session).assert_refusal(404, "not_found");
     // The same id and the same key: a fresh run, not a replay of the deleted one.
@@ -183,7 +203,12 @@ fn with_bearer_tokens_alice_neither_sees_nor_deletes_bobs_sessions() {
         .unwrap()
         .iter()
         .all(|s| s["owner"] == "alice"));
-    let missing = as_token(ALICE, "GET", &format!("/v1/sessions/{}", unique("none")), None);
+    let missing = as_token(
+        ALICE,
+        "GET",
+        &format!("/v1/sessions/{}", unique("none")),
+        None,
+    );
     let foreign = as_token(ALICE, "GET", &format!("/v1/sessions/{sb}"), None);
     assert_eq!((foreign.status, &foreign.body), (404, &missing.body));
     let refused = as_token(ALICE, "DELETE", &format!("/v1/sessions/{sb}"), None);
@@ -205,7 +230,15 @@ fn d1(sql: &str) -> Vec<Value> {
         .expect("SEMA_LOCAL_STATE is not set: run through scripts/test");
     let out = Command::new("npx")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["wrangler", "d1", "execute", "DB", "--local", "--persist-to", &state])
+        .args([
+            "wrangler",
+            "d1",
+            "execute",
+            "DB",
+            "--local",
+            "--persist-to",
+            &state,
+        ])
         .args(["--json", "--command", sql])
         .output()
         .expect("npx wrangler d1 execute");
@@ -239,19 +272,67 @@ fn the_retention_tick_deletes_old_terminal_runs_and_never_an_active_one() {
     ));
     let tick = c.get("/__scheduled?cron=*+*+*+*+*");
     assert_eq!(tick.status, 200, "scheduled route: {}", tick.body);
-    c.get(&format!("/v1/runs/{old}")).assert_refusal(404, "not_found");
+    c.get(&format!("/v1/runs/{old}"))
+        .assert_refusal(404, "not_found");
     assert!(d1(&format!("SELECT 1 FROM run_event WHERE task_id = '{old}'")).is_empty());
-    assert!(d1(&format!("SELECT 1 FROM idempotency_key WHERE task_id = '{old}'")).is_empty());
-    assert_eq!(c.get(&format!("/v1/runs/{live}")).json()["status"], "running");
+    assert!(d1(&format!(
+        "SELECT 1 FROM idempotency_key WHERE task_id = '{old}'"
+    ))
+    .is_empty());
+    assert_eq!(
+        c.get(&format!("/v1/runs/{live}")).json()["status"],
+        "running"
+    );
     let op = Client::as_principal(&unique("sess-op")).with_role("operator");
     let ticks = op.get("/v1/admin/reapers").json();
     let newest = &ticks["ticks"][0];
     assert_eq!(newest["retentionDays"], 1, "{newest}");
-    assert!(newest["retentionRunsDeleted"].as_u64().unwrap() >= 1, "{newest}");
+    assert!(
+        newest["retentionRunsDeleted"].as_u64().unwrap() >= 1,
+        "{newest}"
+    );
     // The key is free again: a new submit with it is a fresh run.
     let again = c.post_json_with("/v1/runs", &body, &[("Idempotency-Key", &key)]);
     assert_ne!(again.admitted(), old);
     assert_eq!(again.header("idempotency-replayed"), None);
     assert_eq!(c.cancel(&again.task_id()).status, 200);
     assert_eq!(c.cancel(&live).status, 200);
+}
+
+#[test]
+fn a_delete_racing_a_submit_never_deletes_the_run_that_submit_admitted() {
+    let c = Client::as_principal(&unique("sess-race"));
+    for round in 0..10 {
+        let session = unique(&format!("race{round}"));
+        let first = c.submit(&session, json!({})).admitted();
+        assert_eq!(c.cancel(&first).status, 200);
+        let (submitter, deleter) = (c.clone(), c.clone());
+        let s1 = session.clone();
+        let submit = std::thread::spawn(move || submitter.submit(&s1, json!({})));
+        let s2 = session.clone();
+        let del = std::thread::spawn(move || delete(&deleter, &s2));
+        let (submitted, deleted) = (submit.join().unwrap(), del.join().unwrap());
+        let task = submitted.admitted();
+        match deleted.status {
+            // The delete went first: the new run was admitted into a fresh session and survives.
+            200 => {}
+            // The submit went first: the delete names its run.
+            409 => assert_eq!(deleted.body, running_conflict_body(&task)),
+            other => panic!("round {round}: delete answered {other}: {}", deleted.body),
+        }
+        let run = c.get(&format!("/v1/runs/{task}"));
+        assert_eq!(
+            run.status, 200,
+            "round {round}: the admitted run is gone: {}",
+            run.body
+        );
+        assert_eq!(run.json()["status"], "running");
+        let listed = c.get(&format!("/v1/sessions/{session}")).json();
+        assert_eq!(
+            listed["activeRun"]["taskId"],
+            task.as_str(),
+            "round {round}"
+        );
+        assert_eq!(c.cancel(&task).status, 200);
+    }
 }
