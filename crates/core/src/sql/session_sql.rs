@@ -2,7 +2,8 @@
 //! session row with its active run and pending gate), its deletion, and the retention purge of old
 //! terminal runs.
 //!
-//! **Deleting a session is one batch guarded by a marker claim.** The batch first releases a dead
+//! **Deleting a session is one batch guarded by a marker claim.** The batch locks the session row
+//! (the lock an admission takes first, so the two queue rather than deadlock), releases a dead
 //! claim (its run terminal or missing), then inserts a claim for the session naming a fresh,
 //! never-used task id (the marker) — only if the session is still the one the caller checked (owner,
 //! NULL-safe), none of its runs is running or parked, and it is no child of a leader run that is
@@ -110,17 +111,15 @@ pub struct SessionDelete<'a> {
 }
 
 /// Index of the marker's insert in [`delete_session`]'s batch (1 row: the session qualified).
-pub const DELETE_MARK: usize = 1;
-/// Index of the deletes of events, steer messages and idempotency bindings.
-pub const DELETE_EVENTS: usize = 2;
+pub const DELETE_MARK: usize = 2;
 /// Index of the `task_run` delete.
-pub const DELETE_RUNS: usize = 6;
+pub const DELETE_RUNS: usize = 7;
 /// Index of the marker's removal (1 row: everything was deleted).
-pub const DELETE_UNMARK: usize = 8;
+pub const DELETE_UNMARK: usize = 9;
 /// Index of the read of a run that keeps the session (one row: `task_id`, `status`).
-pub const DELETE_BLOCKER: usize = 9;
+pub const DELETE_BLOCKER: usize = 10;
 /// Index of the read of the running leader run the session is a child of (one row).
-pub const DELETE_LEADER: usize = 10;
+pub const DELETE_LEADER: usize = 11;
 
 /// The condition every delete of [`delete_session`] carries: the marker claim exists.
 const MARKED: &str =
@@ -138,6 +137,14 @@ pub fn delete_session(d: Dialect, s: &SessionDelete<'_>) -> Vec<Stmt> {
     };
     let owner = crate::sql::SqlValue::from(s.owner);
     vec![
+        // Lock the session row first, as an admission's upsert does, so a delete and an admission
+        // of one session queue on it in PostgreSQL and MySQL instead of deadlocking (the admission
+        // locks the session, then the claim key; the marker would otherwise take the key first).
+        Stmt::portable(
+            d,
+            "UPDATE session SET updated_at = updated_at WHERE session_id = ?1",
+            vec![s.session_id.into()],
+        ),
         Stmt::portable(
             d,
             "DELETE FROM task_active WHERE session_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run tr \

@@ -5442,6 +5442,7 @@ every_dialect!(
     a_session_with_a_running_or_parked_run_or_of_someone_else_is_not_deleted,
     a_leader_childs_session_is_not_deleted_while_its_leader_runs,
     retention_deletes_old_terminal_runs_with_their_rows_bounded_and_never_an_active_run,
+    a_delete_racing_an_admission_through_another_connection_never_deletes_the_admitted_run,
 );
 
 /// Rows of `table` matching `cond` (literal SQL), read out of band.
@@ -5851,4 +5852,80 @@ async fn retention_deletes_old_terminal_runs_with_their_rows_bounded_and_never_a
         .unwrap());
     assert_eq!(s.purge_terminal_runs(before, 10).await.unwrap().runs, 1);
     assert!(s.get_run("child").await.unwrap().is_none());
+}
+
+async fn a_delete_racing_an_admission_through_another_connection_never_deletes_the_admitted_run<
+    F: Fixture + Sync,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for round in 0..20 {
+        let session = format!("race{round}");
+        let (old, new) = (format!("old{round}"), format!("new{round}"));
+        admit(&s, &old, &session, None, NOW).await;
+        s.cancel(&old, NOW + 1).await.unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let marker = format!("marker{round}");
+        let (deleted, created) = std::thread::scope(|scope| {
+            let del = scope.spawn(|| {
+                let store = fx.store();
+                barrier.wait();
+                pollster::block_on(store.delete_session(&deletion(&session, None, &marker)))
+                    .unwrap()
+            });
+            let add = scope.spawn(|| {
+                let store = fx.store();
+                barrier.wait();
+                pollster::block_on(store.create_run(&new_run(&new, &session, None, NOW + 2)))
+                    .unwrap()
+            });
+            (del.join().unwrap(), add.join().unwrap())
+        });
+        let kind = |d: &SessionDeleted| match d {
+            SessionDeleted::Deleted { .. } => "deleted",
+            SessionDeleted::Active { .. } => "refused",
+            _ => "other",
+        };
+        *outcomes
+            .entry(format!(
+                "{} / {}",
+                kind(&deleted),
+                created == CreateRun::Created
+            ))
+            .or_default() += 1;
+        if created == CreateRun::Created {
+            // Whoever went first, the admitted run and its claim are whole.
+            assert!(s.get_run(&new).await.unwrap().is_some(), "round {round}");
+            assert_eq!(
+                holder_of(&s, &session).await,
+                Some(new.clone()),
+                "round {round}"
+            );
+            if let SessionDeleted::Active { task_id, .. } = &deleted {
+                assert!(
+                    task_id.is_empty() || *task_id == new,
+                    "round {round}: {deleted:?}"
+                );
+            }
+        } else {
+            // The admission lost to the marker: the delete won and nothing of it remains.
+            assert!(
+                matches!(created, CreateRun::Held(_)),
+                "round {round}: {created:?}"
+            );
+            assert!(
+                matches!(deleted, SessionDeleted::Deleted { .. }),
+                "round {round}"
+            );
+            assert!(s.get_run(&new).await.unwrap().is_none());
+            assert_eq!(holder_of(&s, &session).await, None, "no marker left");
+        }
+        assert_eq!(
+            count(fx, "task_active", &format!("task_id = '{marker}'")).await,
+            0
+        );
+    }
+    eprintln!("delete/admission race outcomes: {outcomes:?}");
 }
