@@ -336,3 +336,66 @@ fn a_delete_racing_a_submit_never_deletes_the_run_that_submit_admitted() {
         assert_eq!(c.cancel(&task).status, 200);
     }
 }
+
+#[test]
+fn a_leader_runs_child_session_is_kept_until_the_leader_settles() {
+    let leader = as_token(
+        ALICE,
+        "POST",
+        "/v1/leader/runs",
+        Some(
+            &json!({"objective": "o", "subtasks": [{"objective": "a"}, {"objective": "b"}],
+            "maxConcurrency": 1}),
+        ),
+    );
+    assert_eq!(leader.status, 201, "{}", leader.body);
+    let v = leader.json();
+    let id = v["id"].as_str().unwrap().to_owned();
+    let first = v["children"][0]["taskId"]
+        .as_str()
+        .expect("child 0 started")
+        .to_owned();
+    let child_session = format!("leader-{id}-0");
+    // While the child runs, the session is held like any other.
+    let busy = as_token(
+        ALICE,
+        "DELETE",
+        &format!("/v1/sessions/{child_session}"),
+        None,
+    );
+    assert_eq!(
+        (busy.status, busy.body.clone()),
+        (409, running_conflict_body(&first))
+    );
+    // Its run ended but the leader still runs (child 1 now): its run is the leader's bookkeeping.
+    let r = as_token(ALICE, "POST", &format!("/v1/runs/{first}/cancel"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let kept = as_token(
+        ALICE,
+        "DELETE",
+        &format!("/v1/sessions/{child_session}"),
+        None,
+    );
+    let body = kept.assert_refusal(409, "conflict.session_leader_running");
+    assert_eq!(body["leaderRunId"], id.as_str());
+    assert_eq!(
+        as_token(ALICE, "GET", &format!("/v1/runs/{first}"), None).status,
+        200
+    );
+    // Once the leader settled, the child session goes; the leader's record keeps its reports.
+    let r = as_token(ALICE, "POST", &format!("/v1/leader/runs/{id}/cancel"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let gone = as_token(
+        ALICE,
+        "DELETE",
+        &format!("/v1/sessions/{child_session}"),
+        None,
+    );
+    assert_eq!(gone.status, 200, "{}", gone.body);
+    let after = as_token(ALICE, "GET", &format!("/v1/leader/runs/{id}"), None).json();
+    assert_eq!(after["status"], "failed", "{after}");
+    assert!(
+        after["result"].as_array().is_some_and(|r| r.len() == 2),
+        "{after}"
+    );
+}
