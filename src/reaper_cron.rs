@@ -22,8 +22,8 @@ use sema_core::{
     reaper::{self, Cutoffs, TickSummary},
     session_protocol::SessionCall,
     store::{
-        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionStore, SessionTask, StaleCutoffs,
-        SweepWindow, Tick, TickRecord,
+        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionStore, SessionTask,
+        StaleCutoffs, SweepWindow, Tick, TickRecord,
     },
 };
 use worker::Env;
@@ -182,7 +182,9 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
     //    belonging to a running leader run is never touched, so no session object needs telling.
     s.retention_days = config::retention_days(&cx.env);
-    if let Some(before) = sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days) {
+    if let Some(before) =
+        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
+    {
         let purged = store
             .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
             .await?;

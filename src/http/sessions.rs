@@ -37,7 +37,10 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
     let more = rows.len() as i64 > q.limit;
     rows.truncate(q.limit as usize);
     let next = more
-        .then(|| rows.last().map(|r| encode_cursor(r.updated_at, &r.session_id)))
+        .then(|| {
+            rows.last()
+                .map(|r| encode_cursor(r.updated_at, &r.session_id))
+        })
         .flatten();
     let faces: Vec<_> = rows.iter().map(|r| r.face(false)).collect();
     let body = serde_json::json!({ "sessions": faces, "nextCursor": next });
