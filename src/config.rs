@@ -47,3 +47,8 @@ pub fn leader_enabled(env: &Env) -> bool {
         )
     })
 }
+
+/// `RETENTION_DAYS` (default 0 = off): the cron deletes terminal runs last written longer ago.
+pub fn retention_days(env: &Env) -> i64 {
+    int(env, "RETENTION_DAYS").filter(|d| *d > 0).unwrap_or(0)
+}

@@ -4,7 +4,8 @@
 //! released in the same batches); parked runs whose checkpoint expired; stale leader runs; a window of
 //! running leader runs driven (`leader_driver.rs`: their deadlines, lost child events); the oldest
 //! leasable runs announced again to their queues' dispatchers (`dispatch_do.rs`); one window
-//! of the debris sweep over the claims (continuing where the last tick stopped). Every session whose claim a
+//! of the debris sweep over the claims (continuing where the last tick stopped); with `RETENTION_DAYS`
+//! set, one page of old terminal runs deleted (`sessions::RETENTION_PER_TICK`). Every session whose claim a
 //! pass released is told through the typed protocol (`RunEnded`), so its object forgets the claim and
 //! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
 //! the tick log (`GET /v1/admin/reapers`).
@@ -21,8 +22,8 @@ use sema_core::{
     reaper::{self, Cutoffs, TickSummary},
     session_protocol::SessionCall,
     store::{
-        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionTask, StaleCutoffs,
-        SweepWindow, Tick, TickRecord,
+        LeaderRunStore, ReapReport, ReaperStore, RunnerStore, SessionStore, SessionTask,
+        StaleCutoffs, SweepWindow, Tick, TickRecord,
     },
 };
 use worker::Env;
@@ -177,7 +178,22 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
 
-    // 8. Tell each session object whose claim was released.
+    // 8. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
+    //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
+    //    belonging to a running leader run is never touched, so no session object needs telling.
+    s.retention_days = config::retention_days(&cx.env);
+    if let Some(before) =
+        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
+    {
+        let purged = store
+            .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
+            .await?;
+        s.retention_runs_deleted = purged.runs;
+        s.retention_events_deleted = purged.events;
+        s.pages += 1;
+    }
+
+    // 9. Tell each session object whose claim was released.
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),

@@ -9,6 +9,7 @@ mod leaders;
 mod reply;
 mod runner;
 mod runs;
+mod sessions;
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use error::{json, respond};
@@ -71,6 +72,9 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::ListLeaders => leaders::list(req, cx, p).await,
         Route::GetLeader(id) => leaders::get(cx, p, &id).await,
         Route::CancelLeader(id) => leaders::cancel(cx, p, &id).await,
+        Route::ListSessions => sessions::list(req, cx, p).await,
+        Route::GetSession(id) => sessions::get(cx, p, &id).await,
+        Route::DeleteSession(id) => sessions::delete(cx, p, &id).await,
     }
 }
 

@@ -66,6 +66,14 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             })
             .to_string(),
         ),
+        SessionReply::SessionDeleted {
+            session_id,
+            runs_deleted,
+        } => (
+            200,
+            serde_json::json!({"sessionId": session_id, "deleted": true, "runsDeleted": runs_deleted})
+                .to_string(),
+        ),
         SessionReply::Noted { .. } | SessionReply::ChildStart { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }

@@ -14,7 +14,8 @@
 //! Parts: `admission.rs` (admit; judge a held claim, take over a silent holder), `alarm.rs` (the
 //! alarm at the claim's recheck time), `ledger.rs` (append, finish, steer, cancel, runs ended elsewhere),
 //! `streams.rs` (SSE and waits), `fanout.rs` (subscribers and waiters), `state.rs` (the remembered
-//! claim), `leader_child.rs` (a leader's child started in its own session), `client.rs` (the Worker's side of the protocol).
+//! claim), `leader_child.rs` (a leader's child started in its own session), `sessions.rs` (deleting
+//! the session and forgetting it), `client.rs` (the Worker's side of the protocol).
 
 mod admission;
 mod alarm;
@@ -23,6 +24,7 @@ mod fanout;
 mod gates;
 mod leader_child;
 mod ledger;
+mod sessions;
 mod state;
 mod streams;
 
@@ -161,6 +163,11 @@ impl SessionDo {
                 index,
                 input,
             } => self.start_child(cx, &leader_run_id, index, &input).await?,
+            SessionCall::DeleteSession {
+                session_id,
+                owner,
+                marker,
+            } => self.delete_session(cx, session_id, owner, &marker).await?,
             SessionCall::Stats => {
                 let (waiters, streams) = self.hub.counts();
                 SessionReply::Stats {

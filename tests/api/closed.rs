@@ -13,7 +13,7 @@ fn servers() -> Vec<String> {
         .collect()
 }
 
-const ROUTES: [(&str, &str); 17] = [
+const ROUTES: [(&str, &str); 20] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/some-run"),
@@ -31,6 +31,9 @@ const ROUTES: [(&str, &str); 17] = [
     ("GET", "/v1/leader/runs"),
     ("GET", "/v1/leader/runs/some-leader"),
     ("POST", "/v1/leader/runs/some-leader/cancel"),
+    ("GET", "/v1/sessions"),
+    ("GET", "/v1/sessions/some-session"),
+    ("DELETE", "/v1/sessions/some-session"),
 ];
 
 #[test]

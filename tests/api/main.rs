@@ -17,4 +17,5 @@ mod listing;
 mod matrix;
 mod principals;
 mod roles;
+mod sessions;
 mod tokens;

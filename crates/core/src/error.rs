@@ -40,11 +40,12 @@ pub enum ErrorCode {
     LeaderDisabled,
     TooManyWaiting,
     UpgradeRequired,
+    SessionLeaderRunning,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -74,6 +75,7 @@ impl ErrorCode {
         Self::LeaderDisabled,
         Self::TooManyWaiting,
         Self::UpgradeRequired,
+        Self::SessionLeaderRunning,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -108,6 +110,7 @@ impl ErrorCode {
             Self::LeaderDisabled => "leader.disabled",
             Self::TooManyWaiting => "runner.too_many_waiting",
             Self::UpgradeRequired => "runner.upgrade_required",
+            Self::SessionLeaderRunning => "conflict.session_leader_running",
         }
     }
 
@@ -130,6 +133,7 @@ impl ErrorCode {
             | Self::WakeGatePending
             | Self::NotResumable
             | Self::GatePending
+            | Self::SessionLeaderRunning
             | Self::GateExpired => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
@@ -342,6 +346,16 @@ impl ApiError {
     }
 
     /// An infrastructure failure: opaque to the caller.
+    /// A delete of a session that is a child of a leader run still running: its run is part of
+    /// the leader's bookkeeping until the leader settles.
+    pub fn session_leader_running(leader_run_id: &str) -> Self {
+        Self::new(
+            ErrorCode::SessionLeaderRunning,
+            format!("session is a child of leader run {leader_run_id}, which is still running; nothing was deleted \u{2014} delete it once the leader run has settled (GET /v1/leader/runs/{leader_run_id}), or cancel the leader run first"),
+        )
+        .with("leaderRunId", leader_run_id)
+    }
+
     pub fn internal() -> Self {
         Self::new(ErrorCode::Internal, "internal error")
     }

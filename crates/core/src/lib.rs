@@ -26,6 +26,7 @@ pub mod route;
 pub mod run;
 pub mod runner_wire;
 pub mod session_protocol;
+pub mod sessions;
 pub mod sql;
 pub mod sse;
 pub mod sse_subscriber;

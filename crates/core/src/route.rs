@@ -51,6 +51,12 @@ pub enum Route {
     GetLeader(TaskId),
     /// `POST /v1/leader/runs/{id}/cancel`: stop its children and settle it `failed`.
     CancelLeader(TaskId),
+    /// `GET /v1/sessions`: the caller's sessions (operators: all), most recently admitted into first.
+    ListSessions,
+    /// `GET /v1/sessions/{id}`: one session with its active run and pending gate.
+    GetSession(SessionId),
+    /// `DELETE /v1/sessions/{id}`: the session and everything of it, unless a run is active.
+    DeleteSession(SessionId),
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -112,7 +118,10 @@ impl Route {
             | Self::SubmitLeader
             | Self::ListLeaders
             | Self::GetLeader(_)
-            | Self::CancelLeader(_) => Access::ClientSide,
+            | Self::CancelLeader(_)
+            | Self::ListSessions
+            | Self::GetSession(_)
+            | Self::DeleteSession(_) => Access::ClientSide,
             Self::Lease
             | Self::Connect
             | Self::Heartbeat(_)
@@ -212,6 +221,15 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
             let id = task(id)?;
             only("POST", Route::ResumeTask(id))
         }
+        ["v1", "sessions"] => only("GET", Route::ListSessions),
+        ["v1", "sessions", id] => {
+            let id = session(id)?;
+            match method {
+                "GET" => Ok(Route::GetSession(id)),
+                "DELETE" => Ok(Route::DeleteSession(id)),
+                _ => Err(ApiError::method_not_allowed("GET, DELETE")),
+            }
+        }
         ["v1", "sessions", id, "wake"] => {
             let id = session(id)?;
             only("POST", Route::Wake(id))
@@ -272,7 +290,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 26] = [
+    const TABLE: [(&str, &str); 29] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -299,6 +317,9 @@ mod tests {
         ("GET", "/v1/leader/runs"),
         ("GET", "/v1/leader/runs/l"),
         ("POST", "/v1/leader/runs/l/cancel"),
+        ("GET", "/v1/sessions"),
+        ("GET", "/v1/sessions/s"),
+        ("DELETE", "/v1/sessions/s"),
     ];
 
     /// (client, runner, operator) may call it.
@@ -320,7 +341,10 @@ mod tests {
             | Route::SubmitLeader
             | Route::ListLeaders
             | Route::GetLeader(_)
-            | Route::CancelLeader(_) => (true, false, true),
+            | Route::CancelLeader(_)
+            | Route::ListSessions
+            | Route::GetSession(_)
+            | Route::DeleteSession(_) => (true, false, true),
             Route::AppendEvents(_)
             | Route::Heartbeat(_)
             | Route::Finish(_)

@@ -100,6 +100,14 @@ pub enum SessionCall {
         index: usize,
         input: AdmitInput,
     },
+    /// Delete the session whole (its runs, ledger, gates, steer messages, idempotency bindings)
+    /// and forget it, unless a run of it is running or parked. `owner`: the owner the Worker
+    /// checked; `marker`: a fresh id (see `sql::session_sql::delete_session`).
+    DeleteSession {
+        session_id: String,
+        owner: Option<String>,
+        marker: String,
+    },
 }
 
 /// A park as the Worker forwards it (validated).
@@ -158,7 +166,8 @@ impl SessionCall {
             | Self::RunEnded { .. }
             | Self::Park { .. }
             | Self::Decide { .. }
-            | Self::StartChild { .. } => Lock::Whole,
+            | Self::StartChild { .. }
+            | Self::DeleteSession { .. } => Lock::Whole,
             Self::Stats => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
@@ -254,6 +263,11 @@ pub enum SessionReply {
         started: bool,
         held: bool,
     },
+    /// The session was deleted (this many runs) and its object forgot it.
+    SessionDeleted {
+        session_id: String,
+        runs_deleted: u64,
+    },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -340,6 +354,11 @@ mod tests {
                 index: 3,
                 input: input(),
             },
+            SessionCall::DeleteSession {
+                session_id: "S".into(),
+                owner: None,
+                marker: "M".into(),
+            },
         ]
     }
 
@@ -372,6 +391,7 @@ mod tests {
                         "run_ended" => "run_ended",
                         "stats" => "stats",
                         "start_child" => "start_child",
+                        "delete_session" => "delete_session",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -393,6 +413,7 @@ mod tests {
                 ("run_ended", Lock::Whole),
                 ("stats", Lock::Free),
                 ("start_child", Lock::Whole),
+                ("delete_session", Lock::Whole),
             ]
         );
     }
@@ -445,6 +466,10 @@ mod tests {
             },
             SessionReply::Noted {
                 claim_released: true,
+            },
+            SessionReply::SessionDeleted {
+                session_id: "S".into(),
+                runs_deleted: 2,
             },
             SessionReply::Stats {
                 waiters: 0,

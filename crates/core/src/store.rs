@@ -16,6 +16,7 @@
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
+//! | [`SessionStore`] | the session routes, the session's object deleting it, the cron's retention pass | `list_session_views`, `session_view`, `delete_session`, `purge_terminal_runs` |
 //! | [`LeaderDriveStore`] | driving a leader run's children ([`crate::leader_drive`]) | `create_leader_with_plan`, `leader_view`, `leader_drive`, `leader_children`, `start_child`, `skip_child`, `request_leader_cancel` |
 //!
 //! [`SqlStore`] implements all of them; [`prelude`] imports all of them. Statuses a caller writes
@@ -37,12 +38,14 @@ use crate::{
     run::RunRow,
     sql::{
         claim_sql, event_sql, gate_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql,
-        runner_sql, DbError, Dialect, Outcome, Row, Stmt,
+        runner_sql, session_sql, DbError, Dialect, Outcome, Row, Stmt,
     },
     wire::objective_preview,
 };
 
 pub use crate::run::RunSnapshot;
+pub use crate::sessions::{Purged, SessionDeleted, SessionView};
+pub use crate::sql::session_sql::SessionDelete;
 pub use crate::sql::{
     claim_sql::{StaleCutoffs, SweepWindow, Tick, TickRecord},
     event_sql::{Append, NewEvent},
@@ -56,7 +59,7 @@ pub use crate::status::{ParkStatus, TerminalStatus};
 pub mod prelude {
     pub use super::{
         AdmissionStore, GateStore, LeaderDriveStore, LeaderRunStore, LedgerStore, ReaperStore,
-        RunReadStore, RunnerStore,
+        RunReadStore, RunnerStore, SessionStore,
     };
 }
 
@@ -1786,5 +1789,160 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
             ))
             .await?;
         Ok(())
+    }
+}
+
+/// Sessions as a whole: their faces (row, active run, pending gate), their deletion, and the
+/// retention purge of old terminal runs.
+#[allow(async_fn_in_trait)]
+pub trait SessionStore {
+    /// A page of session faces visible in `scope`, most recently admitted into first, strictly after
+    /// `cursor` (`(updated_at, session_id)`); gate cards cut to previews.
+    async fn list_session_views(
+        &self,
+        scope: &ListScope<'_>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<SessionView>>;
+    /// One session's face, its pending gate's card whole.
+    async fn session_view(&self, session_id: &str) -> Result<Option<SessionView>>;
+    /// Deletes the session whole (runs, events, steer messages, idempotency bindings, gates, a dead
+    /// claim, the row) in one transaction, unless a run of it is running or parked, it is a child of
+    /// a running leader run, or it is gone or no longer `d.owner`'s; then nothing is deleted and the
+    /// outcome says why (see [`crate::sql::session_sql`]).
+    async fn delete_session(&self, d: &SessionDelete<'_>) -> Result<SessionDeleted>;
+    /// One retention page: deletes at most `limit` terminal runs last written before `before` that
+    /// hold no claim and are no child of a running leader run, with their events, steer messages,
+    /// idempotency bindings and gates (one read, then one batch).
+    async fn purge_terminal_runs(&self, before: i64, limit: i64) -> Result<Purged>;
+}
+
+fn session_view_row(row: &Row) -> Result<SessionView> {
+    let s = |c: &str| get_str(row, c).map_err(corrupt);
+    let o = |c: &str| get_opt_str(row, c).map_err(corrupt);
+    let active = match o("active_task_id")? {
+        Some(task_id) => Some(crate::sessions::ActiveRun {
+            task_id,
+            status: s("active_status")?,
+            heartbeat_at: get_i64(row, "active_heartbeat_at").map_err(corrupt)?,
+            updated_at: get_i64(row, "active_updated_at").map_err(corrupt)?,
+        }),
+        None => None,
+    };
+    let gate = match o("gate_task_id")? {
+        Some(task_id) => Some(crate::sessions::ViewGate {
+            task_id,
+            kind: s("gate_kind")?,
+            card: s("gate_card")?,
+            expires_at: opt_i64(row, "gate_expires_at")?,
+            created_at: get_i64(row, "gate_created_at").map_err(corrupt)?,
+        }),
+        None => None,
+    };
+    Ok(SessionView {
+        session_id: s("session_id")?,
+        owner: o("owner")?,
+        created_at: get_i64(row, "created_at").map_err(corrupt)?,
+        updated_at: get_i64(row, "updated_at").map_err(corrupt)?,
+        active,
+        last_run_updated_at: opt_i64(row, "last_run_updated_at")?,
+        gate,
+    })
+}
+
+impl<E: Executor> SessionStore for SqlStore<E> {
+    async fn list_session_views(
+        &self,
+        scope: &ListScope<'_>,
+        cursor: Option<(i64, &str)>,
+        limit: i64,
+    ) -> Result<Vec<SessionView>> {
+        let out = self
+            .exec
+            .run(&session_sql::list_views(self.d(), scope, cursor, limit))
+            .await?;
+        out.rows.iter().map(session_view_row).collect()
+    }
+
+    async fn session_view(&self, session_id: &str) -> Result<Option<SessionView>> {
+        self.first(session_sql::select_view(self.d(), session_id))
+            .await?
+            .map(|r| session_view_row(&r))
+            .transpose()
+    }
+
+    async fn delete_session(&self, d: &SessionDelete<'_>) -> Result<SessionDeleted> {
+        let out = match self
+            .exec
+            .batch(&session_sql::delete_session(self.d(), d))
+            .await
+        {
+            Ok(out) => out,
+            // The marker met a claim: a run holds the session (a dead claim was released first).
+            Err(DbError::Duplicate { table }) if table == "task_active" => {
+                return Ok(match self.claim_holder(d.session_id).await? {
+                    Some(ClaimHolder {
+                        task_id,
+                        status: Some(status),
+                        ..
+                    }) => SessionDeleted::Active { task_id, status },
+                    // Released meanwhile (PostgreSQL / MySQL): the caller may try again.
+                    Some(ClaimHolder { task_id, .. }) => SessionDeleted::Active {
+                        task_id,
+                        status: crate::status::RUNNING.to_owned(),
+                    },
+                    None => SessionDeleted::Active {
+                        task_id: String::new(),
+                        status: crate::status::RUNNING.to_owned(),
+                    },
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if out
+            .get(session_sql::DELETE_UNMARK)
+            .is_some_and(|o| o.changes == 1)
+        {
+            return Ok(SessionDeleted::Deleted {
+                runs: out.get(session_sql::DELETE_RUNS).map_or(0, |o| o.changes),
+            });
+        }
+        let first = |i: usize| out.get(i).and_then(|o| o.rows.first());
+        if let Some(row) = first(session_sql::DELETE_BLOCKER) {
+            return Ok(SessionDeleted::Active {
+                task_id: get_str(row, "task_id").map_err(corrupt)?,
+                status: get_str(row, "status").map_err(corrupt)?,
+            });
+        }
+        if let Some(row) = first(session_sql::DELETE_LEADER) {
+            return Ok(SessionDeleted::LeaderRunning {
+                leader_run_id: get_str(row, "leader_run_id").map_err(corrupt)?,
+            });
+        }
+        Ok(SessionDeleted::Missing)
+    }
+
+    async fn purge_terminal_runs(&self, before: i64, limit: i64) -> Result<Purged> {
+        let candidates = self
+            .exec
+            .run(&session_sql::purge_candidates(self.d(), before, limit))
+            .await?;
+        let ids = candidates
+            .rows
+            .iter()
+            .map(|r| get_str(r, "task_id").map_err(corrupt))
+            .collect::<Result<Vec<_>>>()?;
+        if ids.is_empty() {
+            return Ok(Purged::default());
+        }
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let out = self
+            .exec
+            .batch(&session_sql::purge_runs(self.d(), &ids, before))
+            .await?;
+        Ok(Purged {
+            runs: out.get(session_sql::PURGE_RUNS).map_or(0, |o| o.changes),
+            events: out.get(session_sql::PURGE_EVENTS).map_or(0, |o| o.changes),
+        })
     }
 }

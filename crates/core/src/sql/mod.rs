@@ -20,6 +20,7 @@ pub mod gate_sql;
 pub mod leader_sql;
 pub mod run_sql;
 pub mod runner_sql;
+pub mod session_sql;
 
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -548,6 +549,19 @@ mod placeholder_tests {
         ));
         v.extend(run_sql::request_cancel(d, "t", None, 1));
         v.extend(run_sql::delete_by_session(d, "s"));
+        v.extend(session_sql::delete_session(
+            d,
+            &session_sql::SessionDelete {
+                session_id: "s",
+                owner: Some("o"),
+                marker: "m",
+                leader_run_id: "l",
+                now: 1,
+            },
+        ));
+        v.push(session_sql::select_view(d, "s"));
+        v.push(session_sql::purge_candidates(d, 1, 5));
+        v.extend(session_sql::purge_runs(d, &["a", "b"], 1));
         v.extend(claim_sql::reap_stale(
             d,
             &tick,
@@ -721,6 +735,7 @@ mod placeholder_tests {
             ));
             v.push(run_sql::list_runs(d, &scope, None, None, None, 5));
             v.push(run_sql::list_sessions(d, &scope, Some((1, "s")), 5));
+            v.push(session_sql::list_views(d, &scope, Some((1, "s")), 5));
             v.push(gate_sql::list_pending(
                 d,
                 &scope,

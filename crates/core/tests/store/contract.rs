@@ -5431,3 +5431,501 @@ async fn the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions<F
     let cancelled = s.cancel("t2", NOW + 1).await.unwrap();
     assert_eq!(cancelled.run.unwrap().queue, queue);
 }
+
+// ---- sessions as a whole: faces, deletion, retention -------------------------------------------
+
+use sema_core::store::{Purged, SessionDelete, SessionDeleted};
+
+every_dialect!(
+    session_faces_show_the_active_run_and_pending_gate_and_page_by_recent_admission,
+    deleting_a_session_removes_everything_keyed_by_it_and_a_new_submit_starts_fresh,
+    a_session_with_a_running_or_parked_run_or_of_someone_else_is_not_deleted,
+    a_leader_childs_session_is_not_deleted_while_its_leader_runs,
+    retention_deletes_old_terminal_runs_with_their_rows_bounded_and_never_an_active_run,
+    a_delete_racing_an_admission_through_another_connection_never_deletes_the_admitted_run,
+);
+
+/// Rows of `table` matching `cond` (literal SQL), read out of band.
+async fn count<F: Fixture>(fx: &F, table: &str, cond: &str) -> i64 {
+    use sema_core::store::Executor;
+    let out = fx
+        .connect()
+        .run(&sema_core::sql::Stmt::new(
+            format!("SELECT COUNT(*) AS n FROM {table} WHERE {cond}"),
+            vec![],
+        ))
+        .await
+        .unwrap();
+    sema_core::sql::get_i64(&out.rows[0], "n").unwrap()
+}
+
+fn deletion<'a>(session: &'a str, owner: Option<&'a str>, marker: &'a str) -> SessionDelete<'a> {
+    SessionDelete {
+        session_id: session,
+        owner,
+        marker,
+        leader_run_id: sema_core::leader::leader_of_session(session).unwrap_or(""),
+        now: NOW + 100,
+    }
+}
+
+async fn session_faces_show_the_active_run_and_pending_gate_and_page_by_recent_admission<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let alice = ListScope::Owner(Some("alice"));
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    admit(&s, "t2", "s2", Some("alice"), NOW + 1).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "tool_approval", None, NOW + 2).await,
+        Parked::Parked { .. }
+    ));
+    admit(&s, "t3", "s3", Some("bob"), NOW + 3).await;
+    let first = s.list_session_views(&alice, None, 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let v = &first[0];
+    assert_eq!(v.session_id, "s2");
+    let active = v.active.as_ref().expect("s2 is held");
+    assert_eq!(
+        (active.task_id.as_str(), active.status.as_str()),
+        ("t2", "suspended")
+    );
+    let gate = v.gate.as_ref().expect("s2 has a pending gate");
+    assert_eq!(
+        (gate.task_id.as_str(), gate.kind.as_str()),
+        ("t2", "tool_approval")
+    );
+    assert_eq!(
+        v.face(false)["pendingGate"]["decidePath"],
+        "/v1/approvals/s2/decide"
+    );
+    let rest = s
+        .list_session_views(&alice, Some((v.updated_at, &v.session_id)), 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter()
+            .map(|r| r.session_id.as_str())
+            .collect::<Vec<_>>(),
+        ["s1"]
+    );
+    assert_eq!(rest[0].active.as_ref().unwrap().status, "running");
+    assert!(rest[0].gate.is_none());
+    // The whole card on a session's own read; a listing's card is the same text (short here).
+    let one = s.session_view("s2").await.unwrap().unwrap();
+    let card: serde_json::Value = serde_json::from_str(&one.gate.as_ref().unwrap().card).unwrap();
+    assert_eq!(card, serde_json::json!({"ask": "tool_approval for t2"}));
+    assert_eq!(
+        s.list_session_views(&ListScope::All, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(s
+        .list_session_views(&ListScope::Owner(None), None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // A session whose run ended shows no active run; its last activity is that run's end.
+    s.cancel("t1", NOW + 50).await.unwrap();
+    let s1 = s.session_view("s1").await.unwrap().unwrap();
+    assert!(s1.active.is_none());
+    assert_eq!(s1.last_activity_at(), NOW + 50);
+    assert_eq!(s.session_view("nope").await.unwrap(), None);
+}
+
+async fn deleting_a_session_removes_everything_keyed_by_it_and_a_new_submit_starts_fresh<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let key = sema_core::idempotency::scoped_key(None, "k1");
+    let mut keyed = new_run("t1", "s1", None, NOW);
+    keyed.idempotency = Some((&key, "fp", 202, "{}"));
+    assert_eq!(s.create_run(&keyed).await.unwrap(), CreateRun::Created);
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    append(
+        &s,
+        "t1",
+        e,
+        "r1",
+        &[NewEvent {
+            kind: "x",
+            data: "{}",
+            event_id: Some("e1"),
+        }],
+        NOW,
+    )
+    .await
+    .unwrap();
+    s.add_steer(&NewSteer {
+        task_id: "t1",
+        message: "m",
+        now: NOW,
+        max_messages: 64,
+        max_bytes: 1 << 20,
+    })
+    .await
+    .unwrap();
+    s.set_terminal(&terminal("t1", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    admit(&s, "t2", "s1", None, NOW + 2).await;
+    assert!(matches!(
+        park_gate(fx, &s, "t2", "human", None, NOW + 3).await,
+        Parked::Parked { .. }
+    ));
+    s.cancel("t2", NOW + 4).await.unwrap();
+    admit(&s, "keep", "s2", None, NOW).await;
+    for (table, n) in [
+        ("run_event", 1),
+        ("steer_message", 1),
+        ("idempotency_key", 1),
+        ("gate_checkpoint", 1),
+    ] {
+        let cond = "task_id IN (SELECT task_id FROM task_run WHERE session_id = 's1')";
+        assert!(count(fx, table, cond).await >= n, "{table} was written");
+    }
+    assert_eq!(
+        s.delete_session(&deletion("s1", None, "marker-1"))
+            .await
+            .unwrap(),
+        SessionDeleted::Deleted { runs: 2 }
+    );
+    for table in [
+        "run_event",
+        "steer_message",
+        "idempotency_key",
+        "gate_checkpoint",
+    ] {
+        assert_eq!(
+            count(fx, table, "task_id IN ('t1', 't2')").await,
+            0,
+            "{table}"
+        );
+    }
+    assert_eq!(count(fx, "task_run", "session_id = 's1'").await, 0);
+    assert_eq!(
+        count(fx, "task_active", "session_id = 's1'").await,
+        0,
+        "no marker left"
+    );
+    assert!(s.get_session("s1").await.unwrap().is_none());
+    assert_eq!(s.idempotency(&key).await.unwrap(), None);
+    // The other session is untouched.
+    assert_eq!(holder_of(&s, "s2").await.as_deref(), Some("keep"));
+    // Deleting again: nothing there.
+    assert_eq!(
+        s.delete_session(&deletion("s1", None, "marker-2"))
+            .await
+            .unwrap(),
+        SessionDeleted::Missing
+    );
+    // The id and the key start fresh, even for another principal.
+    let mut again = new_run("t9", "s1", Some("bob"), NOW + 10);
+    let bob_key = sema_core::idempotency::scoped_key(Some("bob"), "k1");
+    again.idempotency = Some((&bob_key, "fp", 202, "{}"));
+    assert_eq!(s.create_run(&again).await.unwrap(), CreateRun::Created);
+    keyed.task_id = "t10";
+    keyed.session_id = "s3";
+    assert_eq!(
+        s.create_run(&keyed).await.unwrap(),
+        CreateRun::Created,
+        "the key is free again"
+    );
+}
+
+async fn a_session_with_a_running_or_parked_run_or_of_someone_else_is_not_deleted<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", Some("alice"), NOW).await;
+    let running = SessionDeleted::Active {
+        task_id: "t1".into(),
+        status: "running".into(),
+    };
+    assert_eq!(
+        s.delete_session(&deletion("s1", Some("alice"), "m1"))
+            .await
+            .unwrap(),
+        running
+    );
+    assert!(matches!(
+        park_gate(fx, &s, "t1", "tool_approval", None, NOW + 1).await,
+        Parked::Parked { .. }
+    ));
+    assert_eq!(
+        s.delete_session(&deletion("s1", Some("alice"), "m2"))
+            .await
+            .unwrap(),
+        SessionDeleted::Active {
+            task_id: "t1".into(),
+            status: "suspended".into()
+        }
+    );
+    // Nothing was deleted, and the claim is the run's (no marker left behind).
+    assert!(s.get_run("t1").await.unwrap().is_some());
+    assert_eq!(holder_of(&s, "s1").await.as_deref(), Some("t1"));
+    assert!(s.pending_gate("s1").await.unwrap().is_some());
+    // A session checked as someone else's (deleted and re-created since) is not deleted.
+    s.cancel("t1", NOW + 2).await.unwrap();
+    assert_eq!(
+        s.delete_session(&deletion("s1", Some("bob"), "m3"))
+            .await
+            .unwrap(),
+        SessionDeleted::Missing
+    );
+    assert!(s.get_run("t1").await.unwrap().is_some());
+    // A live run without a claim (out-of-band debris) still keeps its session.
+    admit(&s, "t2", "s2", None, NOW).await;
+    fx.raw("DELETE FROM task_active WHERE session_id = 's2'");
+    assert_eq!(
+        s.delete_session(&deletion("s2", None, "m4")).await.unwrap(),
+        SessionDeleted::Active {
+            task_id: "t2".into(),
+            status: "running".into()
+        }
+    );
+    // A dead claim (its run ended out of band) does not: it goes with the session.
+    admit(&s, "t3", "s3", None, NOW).await;
+    fx.raw("UPDATE task_run SET status = 'failed' WHERE task_id = 't3'");
+    assert_eq!(
+        s.delete_session(&deletion("s3", None, "m5")).await.unwrap(),
+        SessionDeleted::Deleted { runs: 1 }
+    );
+    assert_eq!(holder_of(&s, "s3").await, None);
+    assert_eq!(
+        s.delete_session(&deletion("s1", Some("alice"), "m6"))
+            .await
+            .unwrap(),
+        SessionDeleted::Deleted { runs: 1 }
+    );
+}
+
+async fn a_leader_childs_session_is_not_deleted_while_its_leader_runs<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    s.create_leader_with_plan(&new_leader("L", None, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "c0", None, NOW).await,
+        StartChild::Started
+    );
+    s.set_terminal(&terminal("c0", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+    let session = leader::child_session_id("L", 0);
+    assert_eq!(
+        s.delete_session(&deletion(&session, None, "m1"))
+            .await
+            .unwrap(),
+        SessionDeleted::LeaderRunning {
+            leader_run_id: "L".into()
+        }
+    );
+    assert_eq!(
+        states(&s, "L").await[0],
+        ChildState::Ended {
+            status: "completed".into(),
+            error: None
+        }
+    );
+    assert!(s
+        .finish_leader_run("L", LeaderFinish::Completed, None, None, NOW + 2)
+        .await
+        .unwrap());
+    assert_eq!(
+        s.delete_session(&deletion(&session, None, "m2"))
+            .await
+            .unwrap(),
+        SessionDeleted::Deleted { runs: 1 }
+    );
+    // A session merely named like a child (no such leader) is an ordinary session.
+    admit(&s, "x", "leader-Q-0", None, NOW).await;
+    s.cancel("x", NOW + 1).await.unwrap();
+    assert_eq!(
+        s.delete_session(&deletion("leader-Q-0", None, "m3"))
+            .await
+            .unwrap(),
+        SessionDeleted::Deleted { runs: 1 }
+    );
+}
+
+async fn retention_deletes_old_terminal_runs_with_their_rows_bounded_and_never_an_active_run<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    // Three old terminal runs (one with events and a key), one recent, one old but still running,
+    // one old terminal run still holding a claim (debris), one old child of a running leader.
+    let key = sema_core::idempotency::scoped_key(None, "old");
+    let mut keyed = new_run("old1", "a", None, NOW);
+    keyed.idempotency = Some((&key, "fp", 202, "{}"));
+    assert_eq!(s.create_run(&keyed).await.unwrap(), CreateRun::Created);
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    append(
+        &s,
+        "old1",
+        e,
+        "r1",
+        &[
+            NewEvent {
+                kind: "x",
+                data: "{}",
+                event_id: None,
+            },
+            NewEvent {
+                kind: "y",
+                data: "{}",
+                event_id: None,
+            },
+        ],
+        NOW,
+    )
+    .await
+    .unwrap();
+    s.set_terminal(&terminal("old1", TerminalStatus::Completed, NOW))
+        .await
+        .unwrap();
+    for (t, sess) in [("old2", "a"), ("old3", "b")] {
+        admit(&s, t, sess, None, NOW).await;
+        s.set_terminal(&terminal(t, TerminalStatus::Failed, NOW + 1))
+            .await
+            .unwrap();
+    }
+    admit(&s, "recent", "b", None, NOW + 9_000).await;
+    s.set_terminal(&terminal("recent", TerminalStatus::Cancelled, NOW + 9_000))
+        .await
+        .unwrap();
+    admit(&s, "live", "c", None, NOW).await;
+    admit(&s, "debris", "d", None, NOW).await;
+    fx.raw("UPDATE task_run SET status = 'completed' WHERE task_id = 'debris'");
+    s.create_leader_with_plan(&new_leader("L", None, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        start(&s, "L", 0, "child", None, NOW).await,
+        StartChild::Started
+    );
+    s.set_terminal(&terminal("child", TerminalStatus::Completed, NOW + 1))
+        .await
+        .unwrap();
+
+    let before = NOW + 5_000;
+    let first = s.purge_terminal_runs(before, 2).await.unwrap();
+    assert_eq!(first.runs, 2, "bounded by the page");
+    let second = s.purge_terminal_runs(before, 2).await.unwrap();
+    assert_eq!(second.runs, 1);
+    assert_eq!(first.events + second.events, 2, "old1's two events");
+    assert_eq!(
+        s.purge_terminal_runs(before, 2).await.unwrap(),
+        Purged::default()
+    );
+    for t in ["old1", "old2", "old3"] {
+        assert!(s.get_run(t).await.unwrap().is_none(), "{t} deleted");
+    }
+    for t in ["recent", "live", "debris", "child"] {
+        assert!(s.get_run(t).await.unwrap().is_some(), "{t} kept");
+    }
+    assert_eq!(s.idempotency(&key).await.unwrap(), None);
+    assert_eq!(count(fx, "run_event", "task_id = 'old1'").await, 0);
+    assert_eq!(holder_of(&s, "c").await.as_deref(), Some("live"));
+    // Once the leader settled, its old child goes too.
+    assert!(s
+        .finish_leader_run("L", LeaderFinish::Completed, None, None, NOW + 2)
+        .await
+        .unwrap());
+    assert_eq!(s.purge_terminal_runs(before, 10).await.unwrap().runs, 1);
+    assert!(s.get_run("child").await.unwrap().is_none());
+}
+
+async fn a_delete_racing_an_admission_through_another_connection_never_deletes_the_admitted_run<
+    F: Fixture + Sync,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for round in 0..20 {
+        let session = format!("race{round}");
+        let (old, new) = (format!("old{round}"), format!("new{round}"));
+        admit(&s, &old, &session, None, NOW).await;
+        s.cancel(&old, NOW + 1).await.unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let marker = format!("marker{round}");
+        let (deleted, created) = std::thread::scope(|scope| {
+            let del = scope.spawn(|| {
+                let store = fx.store();
+                barrier.wait();
+                pollster::block_on(store.delete_session(&deletion(&session, None, &marker)))
+                    .unwrap()
+            });
+            let add = scope.spawn(|| {
+                let store = fx.store();
+                barrier.wait();
+                pollster::block_on(store.create_run(&new_run(&new, &session, None, NOW + 2)))
+                    .unwrap()
+            });
+            (del.join().unwrap(), add.join().unwrap())
+        });
+        let kind = |d: &SessionDeleted| match d {
+            SessionDeleted::Deleted { .. } => "deleted",
+            SessionDeleted::Active { .. } => "refused",
+            _ => "other",
+        };
+        *outcomes
+            .entry(format!(
+                "{} / {}",
+                kind(&deleted),
+                created == CreateRun::Created
+            ))
+            .or_default() += 1;
+        if created == CreateRun::Created {
+            // Whoever went first, the admitted run and its claim are whole.
+            assert!(s.get_run(&new).await.unwrap().is_some(), "round {round}");
+            assert_eq!(
+                holder_of(&s, &session).await,
+                Some(new.clone()),
+                "round {round}"
+            );
+            if let SessionDeleted::Active { task_id, .. } = &deleted {
+                assert!(
+                    task_id.is_empty() || *task_id == new,
+                    "round {round}: {deleted:?}"
+                );
+            }
+        } else {
+            // The admission lost to the marker: the delete won and nothing of it remains.
+            assert!(
+                matches!(created, CreateRun::Held(_)),
+                "round {round}: {created:?}"
+            );
+            assert!(
+                matches!(deleted, SessionDeleted::Deleted { .. }),
+                "round {round}"
+            );
+            assert!(s.get_run(&new).await.unwrap().is_none());
+            assert_eq!(holder_of(&s, &session).await, None, "no marker left");
+        }
+        assert_eq!(
+            count(fx, "task_active", &format!("task_id = '{marker}'")).await,
+            0
+        );
+    }
+    eprintln!("delete/admission race outcomes: {outcomes:?}");
+}

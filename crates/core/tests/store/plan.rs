@@ -742,3 +742,77 @@ fn leader_listings_and_the_driving_pass_use_an_index_and_never_sort_on_postgres(
 fn leader_listings_and_the_driving_pass_use_an_index_and_never_sort_on_mysql() {
     leader_reads_are_served_by_an_index(&MyFx::new(), Dialect::Mysql);
 }
+
+/// Session faces (listing and one session), the session's deletion and the retention purge: no
+/// table is ever scanned without an index (stricter than [`GUARDED`]: every table, every alias), and
+/// the listing reads sessions in index order (no sort).
+#[test]
+fn session_faces_deletion_and_retention_are_served_by_indexes() {
+    use sema_core::sql::session_sql;
+    let fx = SqliteFx::new();
+    let d = Dialect::Sqlite;
+    let mut stmts: Vec<(String, Stmt, bool)> = vec![];
+    for scope in [
+        ListScope::Owner(Some("o")),
+        ListScope::Owner(None),
+        ListScope::All,
+    ] {
+        for cursor in [Some((5, "s")), None] {
+            stmts.push((
+                format!("list_views {scope:?} {cursor:?}"),
+                session_sql::list_views(d, &scope, cursor, 51),
+                true,
+            ));
+        }
+    }
+    stmts.push(("select_view".into(), session_sql::select_view(d, "s"), true));
+    let delete = session_sql::SessionDelete {
+        session_id: "s",
+        owner: Some("o"),
+        marker: "m",
+        leader_run_id: "l",
+        now: 5,
+    };
+    for (i, stmt) in session_sql::delete_session(d, &delete)
+        .into_iter()
+        .enumerate()
+    {
+        stmts.push((format!("delete_session #{i}"), stmt, false));
+    }
+    stmts.push((
+        "purge_candidates".into(),
+        session_sql::purge_candidates(d, 5, 50),
+        false,
+    ));
+    for (i, stmt) in session_sql::purge_runs(d, &["a", "b"], 5)
+        .into_iter()
+        .enumerate()
+    {
+        stmts.push((format!("purge_runs #{i}"), stmt, false));
+    }
+    for (name, stmt, ordered) in &stmts {
+        let lines = plan(&fx, stmt);
+        for line in &lines {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let ["SCAN", table, rest @ ..] = words.as_slice() {
+                assert!(
+                    *table == "CONSTANT" || rest.first() == Some(&"USING"),
+                    "{name}: full scan of {table}: {lines:#?}"
+                );
+            }
+            if *ordered {
+                assert!(
+                    !line.contains("TEMP B-TREE"),
+                    "{name}: sorts without an index: {lines:#?}"
+                );
+            }
+        }
+    }
+    let candidates = plan(&fx, &session_sql::purge_candidates(d, 5, 50));
+    assert!(
+        candidates
+            .iter()
+            .any(|l| l.contains("idx_task_run_status_updated")),
+        "{candidates:#?}"
+    );
+}
