@@ -66,7 +66,10 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             })
             .to_string(),
         ),
-        SessionReply::Noted { .. } | SessionReply::ChildStart { .. } => {
+        SessionReply::Noted { .. }
+        | SessionReply::ChildStart { .. }
+        | SessionReply::Ticket { .. }
+        | SessionReply::TicketHolder { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }
     };

@@ -13,7 +13,7 @@ fn servers() -> Vec<String> {
         .collect()
 }
 
-const ROUTES: [(&str, &str); 17] = [
+const ROUTES: [(&str, &str); 18] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/some-run"),
@@ -31,6 +31,7 @@ const ROUTES: [(&str, &str); 17] = [
     ("GET", "/v1/leader/runs"),
     ("GET", "/v1/leader/runs/some-leader"),
     ("POST", "/v1/leader/runs/some-leader/cancel"),
+    ("POST", "/v1/runs/some-run/stream-ticket"),
 ];
 
 #[test]

@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 24] = [
+const TABLE: [(&str, &str, bool, bool, bool); 26] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -72,6 +72,8 @@ const TABLE: [(&str, &str, bool, bool, bool); 24] = [
         false,
         true,
     ),
+    ("GET", "/console", true, true, true),
+    ("POST", "/v1/runs/no-such-run/stream-ticket", true, false, true),
 ];
 
 fn call(token: &str, method: &str, path: &str) -> Resp {

@@ -13,6 +13,7 @@
 pub use crate::admission::Admission;
 use crate::{
     admission::AdmitInput,
+    auth::Role,
     conflict::Conflict,
     error::ApiError,
     gate::{DecidePath, Decision},
@@ -100,6 +101,19 @@ pub enum SessionCall {
         index: usize,
         input: AdmitInput,
     },
+    /// Issue a stream ticket for `task_id` to this principal (the Worker checked that it may read
+    /// the run): the book in the object's storage keeps only its digest (`stream_ticket.rs`).
+    IssueTicket {
+        task_id: String,
+        principal: Option<String>,
+        role: Role,
+    },
+    /// Whom a stream ticket stands for on `task_id`, whose run `owner` owns (read by the Worker).
+    CheckTicket {
+        task_id: String,
+        ticket: String,
+        owner: Option<String>,
+    },
 }
 
 /// A park as the Worker forwards it (validated).
@@ -158,8 +172,9 @@ impl SessionCall {
             | Self::RunEnded { .. }
             | Self::Park { .. }
             | Self::Decide { .. }
-            | Self::StartChild { .. } => Lock::Whole,
-            Self::Stats => Lock::Free,
+            | Self::StartChild { .. }
+            | Self::IssueTicket { .. } => Lock::Whole,
+            Self::Stats | Self::CheckTicket { .. } => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
@@ -254,6 +269,16 @@ pub enum SessionReply {
         started: bool,
         held: bool,
     },
+    /// A stream ticket just issued (shown once) and its deadline.
+    Ticket {
+        ticket: String,
+        expires_at: i64,
+    },
+    /// The principal a stream ticket stands for.
+    TicketHolder {
+        principal: Option<String>,
+        role: Role,
+    },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -340,6 +365,16 @@ mod tests {
                 index: 3,
                 input: input(),
             },
+            SessionCall::IssueTicket {
+                task_id: "T".into(),
+                principal: Some("alice".into()),
+                role: Role::Client,
+            },
+            SessionCall::CheckTicket {
+                task_id: "T".into(),
+                ticket: "st1_x".into(),
+                owner: None,
+            },
         ]
     }
 
@@ -372,6 +407,8 @@ mod tests {
                         "run_ended" => "run_ended",
                         "stats" => "stats",
                         "start_child" => "start_child",
+                        "issue_ticket" => "issue_ticket",
+                        "check_ticket" => "check_ticket",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -393,6 +430,8 @@ mod tests {
                 ("run_ended", Lock::Whole),
                 ("stats", Lock::Free),
                 ("start_child", Lock::Whole),
+                ("issue_ticket", Lock::Whole),
+                ("check_ticket", Lock::Free),
             ]
         );
     }
@@ -450,6 +489,14 @@ mod tests {
                 waiters: 0,
                 streams: 2,
                 claim: Some("T".into()),
+            },
+            SessionReply::Ticket {
+                ticket: "st1_x".into(),
+                expires_at: 60_000,
+            },
+            SessionReply::TicketHolder {
+                principal: None,
+                role: Role::Operator,
             },
         ];
         for reply in replies {
