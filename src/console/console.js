@@ -108,12 +108,14 @@
       const activeId = (active && active.taskId) || s.activeTaskId || '';
       const activeStatus = (active && active.status) || s.activeTaskStatus || '';
       const gate = s.pendingGate || null;
-      return row([
+      const tr = row([
         el('td', s.sessionId, 'mono'),
         el('td', activeId ? short(activeId) : '—', 'mono'),
         activeStatus ? statusCell(activeStatus) : el('td', ''),
         el('td', gate ? gate.kind || 'pending' : ''),
       ]);
+      tr.dataset.sessionId = s.sessionId;
+      return tr;
     }));
   }
 
@@ -163,7 +165,8 @@
         try {
           const r = await api('POST', c.decidePath, { decision: d });
           if (r.status === 200) {
-            outcome.textContent = d + 'd: run ' + (r.json.status || '');
+            const done = { approve: 'approved', deny: 'denied', revise: 'sent back', continue: 'continued', stop: 'stopped' };
+            outcome.textContent = (done[d] || d) + ': run ' + (r.json.status || '');
             for (const x of actions.querySelectorAll('button')) x.disabled = true;
           } else {
             outcome.textContent = refusal(r);
@@ -185,9 +188,14 @@
     if (r.status !== 200) { panelStatus('leaders-status', refusal(r), true); replaceRows($('leaders-rows'), []); return; }
     const list = r.json.leaderRuns || [];
     panelStatus('leaders-status', list.length + ' leader runs');
-    replaceRows($('leaders-rows'), list.map((l) => row([
-      el('td', short(l.id), 'mono'), statusCell(l.status), el('td', l.objectivePreview), el('td', time(l.startedAtMs)),
-    ])));
+    replaceRows($('leaders-rows'), list.map((l) => {
+      const tr = row([
+        el('td', short(l.id), 'mono'), statusCell(l.status), el('td', l.objectivePreview), el('td', time(l.startedAtMs)),
+      ]);
+      tr.dataset.id = l.id;
+      tr.title = l.id;
+      return tr;
+    }));
   }
 
   async function loadReapers() {
@@ -300,11 +308,12 @@
     if (ev.type === 'text_delta') {
       $('run-text').textContent += ev.delta || '';
       text += ' ' + JSON.stringify(ev.delta || '');
+    } else if (ev.type === 'resumed') {
+      text += ' ' + (ev.gate ? ev.gate.kind + ' ' : '') + (ev.decision || '');
+      showStatus('running');
     } else if (ev.gate) {
       text += ' ' + ev.gate.kind + ': ' + JSON.stringify(ev.gate.card);
       showStatus(ev.type);
-    } else if (ev.type === 'resumed') {
-      showStatus('running');
     } else if (ev.type === 'done') {
       const status = ev.result && ev.result.status;
       text += ' ' + (status || '');

@@ -30,7 +30,8 @@ fn call(token: Option<&str>, method: &str, path: &str, extra: &[(&str, &str)]) -
 /// A run of `token`'s principal, cancelled at once (no runner takes it), so its stream replays
 /// and ends with `done`.
 fn ended_run(token: &str) -> String {
-    let body = json!({"sessionId": unique("console"), "objective": "say hi", "queue": "console-api"});
+    let body =
+        json!({"sessionId": unique("console"), "objective": "say hi", "queue": "console-api"});
     let r = Client::anonymous().at(&server()).post_json_with(
         "/v1/runs",
         &body,
@@ -43,7 +44,12 @@ fn ended_run(token: &str) -> String {
 }
 
 fn ticket(token: &str, task: &str) -> Resp {
-    call(Some(token), "POST", &format!("/v1/runs/{task}/stream-ticket"), &[])
+    call(
+        Some(token),
+        "POST",
+        &format!("/v1/runs/{task}/stream-ticket"),
+        &[],
+    )
 }
 
 fn issued(token: &str, task: &str) -> String {
@@ -84,11 +90,23 @@ fn the_console_page_and_its_assets_are_served_without_a_token_with_strict_header
     ] {
         let r = call(None, "GET", path, &[]);
         assert_eq!(r.status, 200, "{path}: {}", r.body);
-        assert!(r.header("content-type").unwrap_or("").starts_with(kind), "{path}");
+        assert!(
+            r.header("content-type").unwrap_or("").starts_with(kind),
+            "{path}"
+        );
         assert_no_store(&r, path);
-        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{path}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
         let csp = r.header("content-security-policy").unwrap_or("");
-        for part in ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"] {
+        for part in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+        ] {
             assert!(csp.contains(part), "{path}: {csp}");
         }
         assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
@@ -101,7 +119,12 @@ fn the_console_page_and_its_assets_are_served_without_a_token_with_strict_header
     call(None, "GET", "/console/other.js", &[]).assert_refusal(404, "not_found");
     // The script keeps the token in memory: no web storage, no cookie.
     let script = call(None, "GET", "/console/console.js", &[]).body;
-    for forbidden in ["localStorage", "sessionStorage", "document.cookie", "indexedDB"] {
+    for forbidden in [
+        "localStorage",
+        "sessionStorage",
+        "document.cookie",
+        "indexedDB",
+    ] {
         assert!(!script.contains(forbidden), "console.js uses {forbidden}");
     }
 }
@@ -113,9 +136,16 @@ fn a_stream_ticket_opens_its_own_run_and_no_other() {
     assert!(t.starts_with("st1_"), "{t}");
     let s = stream(&mine, &t);
     assert_eq!(s.status, 200, "{}", s.body);
-    assert!(s.header("content-type").unwrap_or("").starts_with("text/event-stream"));
+    assert!(s
+        .header("content-type")
+        .unwrap_or("")
+        .starts_with("text/event-stream"));
     assert_no_store(&s, "ticketed stream");
-    assert!(s.body.contains(r#""type":"done""#) && s.body.contains("cancelled"), "{}", s.body);
+    assert!(
+        s.body.contains(r#""type":"done""#) && s.body.contains("cancelled"),
+        "{}",
+        s.body
+    );
     // Reusable while live (EventSource reconnects with the same URL), resuming after `after`.
     let again = call(
         None,
@@ -127,12 +157,23 @@ fn a_stream_ticket_opens_its_own_run_and_no_other() {
     // The same ticket on another run of the same principal: refused.
     stream(&other, &t).assert_refusal(401, "unauthorized");
     // It opens the stream only, not the JSON page, and stands for no other route.
-    let page = call(None, "GET", &format!("/v1/runs/{mine}/events?ticket={t}"), &[]);
+    let page = call(
+        None,
+        "GET",
+        &format!("/v1/runs/{mine}/events?ticket={t}"),
+        &[],
+    );
     page.assert_refusal(400, "invalid_request");
-    call(None, "GET", &format!("/v1/runs/{mine}?ticket={t}"), &[]).assert_refusal(401, "unauthorized");
-    call(None, "GET", &format!("/v1/runs?ticket={t}"), &[]).assert_refusal(401, "unauthorized");
-    call(None, "POST", &format!("/v1/runs/{mine}/cancel?ticket={t}"), &[])
+    call(None, "GET", &format!("/v1/runs/{mine}?ticket={t}"), &[])
         .assert_refusal(401, "unauthorized");
+    call(None, "GET", &format!("/v1/runs?ticket={t}"), &[]).assert_refusal(401, "unauthorized");
+    call(
+        None,
+        "POST",
+        &format!("/v1/runs/{mine}/cancel?ticket={t}"),
+        &[],
+    )
+    .assert_refusal(401, "unauthorized");
 }
 
 #[test]

@@ -73,7 +73,13 @@ const TABLE: [(&str, &str, bool, bool, bool); 26] = [
         true,
     ),
     ("GET", "/console", true, true, true),
-    ("POST", "/v1/runs/no-such-run/stream-ticket", true, false, true),
+    (
+        "POST",
+        "/v1/runs/no-such-run/stream-ticket",
+        true,
+        false,
+        true,
+    ),
 ];
 
 fn call(token: &str, method: &str, path: &str) -> Resp {
