@@ -120,7 +120,7 @@
   }
 
   async function loadApprovals() {
-    const r = await api('GET', '/v1/approvals?limit=50');
+    const r = await api('GET', '/v1/approvals?limit=100');
     if (r.status !== 200) { panelStatus('approvals-status', refusal(r), true); return; }
     const cards = r.json.approvals || [];
     panelStatus('approvals-status', cards.length ? cards.length + ' pending' : 'nothing pending');

@@ -1,7 +1,8 @@
 //! Stream tickets of this session's runs (`sema_core::stream_ticket`): the book lives in the
 //! object's storage (one key, at most `MAX_OUTSTANDING` entries, digests only), with a copy in
 //! memory. An issue runs under the object's lock (read, change, write never interleave); a check
-//! only reads, so it never writes over an issue.
+//! only reads, and a book it read from storage fills memory only while memory is empty, so it
+//! never writes over an issue.
 
 use super::SessionDo;
 use crate::{failure::Failure, platform};
@@ -24,8 +25,9 @@ impl SessionDo {
                 .map_err(|e| Failure::Infra(format!("stored stream tickets: {e}")))?,
             None => TicketBook::default(),
         };
-        *self.tickets.borrow_mut() = Some(book.clone());
-        Ok(book)
+        // A check (no lock) may have read storage before an issue wrote it: never let that older
+        // read replace a book memory already holds.
+        Ok(self.tickets.borrow_mut().get_or_insert(book).clone())
     }
 
     /// `IssueTicket` (under the lock): a fresh ticket for `task_id`, persisted before it is shown.

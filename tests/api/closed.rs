@@ -1,5 +1,6 @@
 //! Closed by default: Workers started from the repository's own configuration with nothing added,
-//! and with an empty token table (`SEMA_CLOSED_URLS`, space-separated). Every route but `/health` is
+//! and with an empty token table (`SEMA_CLOSED_URLS`, space-separated). Every route but `/health` (and
+//! the static console page, which holds no data: `console.rs`) is
 //! refused with 503 `auth.not_configured` naming what to configure, whatever identity headers or
 //! tokens a caller sends — never an open API.
 
