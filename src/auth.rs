@@ -58,3 +58,12 @@ pub fn principal(req: &Request, env: &Env) -> Result<Principal, Failure> {
         header("x-sema-role").as_deref(),
     )?)
 }
+
+/// Refuses like every authenticated route on a closed deployment (`503 auth.not_configured`): for
+/// the one route that authenticates by a stream ticket instead of a header.
+pub fn ensure_open(env: &Env) -> Result<(), Failure> {
+    match auth(env).as_ref() {
+        Auth::Closed { reason } => Err(sema_core::auth::not_configured(reason).into()),
+        Auth::Local | Auth::Tokens(_) => Ok(()),
+    }
+}

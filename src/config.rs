@@ -38,6 +38,11 @@ pub fn approval_timeout_sec(env: &Env) -> u64 {
         .map_or(0, |s| s as u64)
 }
 
+/// `STREAM_TICKET_TTL_SEC` (default 60, at most 600): how long a stream ticket opens its stream.
+pub fn stream_ticket_ttl_ms(env: &Env) -> i64 {
+    sema_core::stream_ticket::ttl_ms(int(env, "STREAM_TICKET_TTL_SEC"))
+}
+
 /// `LEADER_ENABLED` (default on): `"false"`, `"0"` or `"off"` turns the leader-run routes off.
 pub fn leader_enabled(env: &Env) -> bool {
     env.var("LEADER_ENABLED").map_or(true, |v| {

@@ -3,6 +3,7 @@
 
 mod admin;
 mod body;
+mod console;
 pub mod error;
 mod gates;
 mod leaders;
@@ -10,6 +11,7 @@ mod reply;
 mod runner;
 mod runs;
 mod sessions;
+mod stream_ticket;
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use error::{json, respond};
@@ -36,13 +38,26 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let method = req.inner().method();
     let route = match_route(&method, &req.path())?;
     if route.access() == Access::Public {
-        return Ok(health());
+        return Ok(match route {
+            Route::Console(asset) => console::serve(asset),
+            _ => health(),
+        });
+    }
+    // The one request authenticated otherwise: a run's event stream opened with a stream ticket
+    // (a browser's EventSource sends no Authorization header). Only this route, only with `ticket=`.
+    if let Route::RunEvents(id) = &route {
+        let url = req.url()?;
+        if let Some(ticket) = sema_core::stream_ticket::in_query(url.query().unwrap_or(""))? {
+            return stream_ticket::events(req, cx, id, ticket).await;
+        }
     }
     let principal = crate::auth::principal(req, &cx.env)?;
     route.access().check(&principal)?;
     let p = &principal;
     match route {
         Route::Health => Ok(health()),
+        Route::Console(asset) => Ok(console::serve(asset)),
+        Route::StreamTicket(id) => stream_ticket::issue(cx, p, &id).await,
         Route::SubmitRun => runs::submit(req, cx, p).await,
         Route::ListRuns => runs::list(req, cx, p).await,
         Route::GetRun(id) => runs::get(cx, p, &id).await,

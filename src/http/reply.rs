@@ -74,7 +74,10 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             serde_json::json!({"sessionId": session_id, "deleted": true, "runsDeleted": runs_deleted})
                 .to_string(),
         ),
-        SessionReply::Noted { .. } | SessionReply::ChildStart { .. } => {
+        SessionReply::Noted { .. }
+        | SessionReply::ChildStart { .. }
+        | SessionReply::Ticket { .. }
+        | SessionReply::TicketHolder { .. } => {
             return Err(Failure::Infra("a notice's reply is not an answer".into()))
         }
     };

@@ -197,6 +197,18 @@ pub async fn events(
     task_id: &TaskId,
 ) -> Result<Response, Failure> {
     let run = visible_run(cx, principal, task_id).await?;
+    events_of(req, cx, run, false).await
+}
+
+/// [`events`] of a run the caller may read; `ticketed`: the request came with a stream ticket
+/// (its `ticket` parameter is accepted, and it opens the SSE stream only).
+pub async fn events_of(
+    req: &Request,
+    cx: &Cx,
+    run: RunRow,
+    ticketed: bool,
+) -> Result<Response, Failure> {
+    let task_id = &run.task_id;
     let url = req.url()?;
     let mut after: Option<i64> = None;
     let mut limit: i64 = 500;
@@ -216,6 +228,7 @@ pub async fn events(
                         ApiError::invalid_field("limit", "must be an integer in 1..=1000")
                     })?
             }
+            sema_core::stream_ticket::QUERY_KEY if ticketed => {}
             other => {
                 return Err(ApiError::invalid_request(format!(
                     "unknown query parameter `{other}`; expected after or limit"
@@ -226,6 +239,12 @@ pub async fn events(
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let wants_sse = header("accept").is_some_and(|a| a.contains("text/event-stream"));
+    if ticketed && !wants_sse {
+        return Err(ApiError::invalid_request(
+            "a stream ticket opens the event stream only (Accept: text/event-stream)",
+        )
+        .into());
+    }
     if wants_sse {
         if let Some(last) = header("last-event-id").filter(|v| !v.trim().is_empty()) {
             after = Some(sema_core::sse::parse_anchor(&last).ok_or_else(|| {
@@ -235,7 +254,7 @@ pub async fn events(
             })?);
         }
         let call = SessionCall::Subscribe {
-            task_id: task_id.as_str().to_owned(),
+            task_id: task_id.clone(),
             after: after.unwrap_or(0),
             meta: false,
         };
@@ -244,7 +263,7 @@ pub async fn events(
     let after = after.unwrap_or(0);
     let page = cx
         .store()?
-        .events_after(task_id.as_str(), after, limit, EVENT_PAGE_MAX_BYTES)
+        .events_after(task_id, after, limit, EVENT_PAGE_MAX_BYTES)
         .await?;
     let next_after = page.last().map_or(after, |e| e.seq);
     let events: Vec<_> = page

@@ -14,8 +14,9 @@
 //! Parts: `admission.rs` (admit; judge a held claim, take over a silent holder), `alarm.rs` (the
 //! alarm at the claim's recheck time), `ledger.rs` (append, finish, steer, cancel, runs ended elsewhere),
 //! `streams.rs` (SSE and waits), `fanout.rs` (subscribers and waiters), `state.rs` (the remembered
-//! claim), `leader_child.rs` (a leader's child started in its own session), `sessions.rs` (deleting
-//! the session and forgetting it), `client.rs` (the Worker's side of the protocol).
+//! claim), `tickets.rs` (stream tickets), `leader_child.rs` (a leader's child started in its own
+//! session), `sessions.rs` (deleting the session and forgetting it), `client.rs` (the Worker's side
+//! of the protocol).
 
 mod admission;
 mod alarm;
@@ -27,6 +28,7 @@ mod ledger;
 mod sessions;
 mod state;
 mod streams;
+mod tickets;
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use fanout::Hub;
@@ -46,6 +48,8 @@ pub struct SessionDo {
     lock: Mutex<()>,
     memory: RefCell<Option<SessionState>>,
     hub: Rc<Hub>,
+    /// The stream tickets of this session's runs, as last read from or written to storage.
+    tickets: RefCell<Option<sema_core::stream_ticket::TicketBook>>,
     /// The liveness knobs, read once: a deployment's vars do not change under a live object.
     staleness: Staleness,
 }
@@ -65,6 +69,7 @@ impl DurableObject for SessionDo {
             lock: Mutex::new(()),
             memory: RefCell::new(None),
             hub: Rc::new(Hub::default()),
+            tickets: RefCell::new(None),
             staleness,
         }
     }
@@ -168,6 +173,19 @@ impl SessionDo {
                 owner,
                 marker,
             } => self.delete_session(cx, session_id, owner, &marker).await?,
+            SessionCall::IssueTicket {
+                task_id,
+                principal,
+                role,
+            } => self.issue_ticket(&task_id, principal, role).await?,
+            SessionCall::CheckTicket {
+                task_id,
+                ticket,
+                owner,
+            } => {
+                self.check_ticket(&task_id, &ticket, owner.as_deref())
+                    .await?
+            }
             SessionCall::Stats => {
                 let (waiters, streams) = self.hub.counts();
                 SessionReply::Stats {

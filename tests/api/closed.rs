@@ -1,5 +1,6 @@
 //! Closed by default: Workers started from the repository's own configuration with nothing added,
-//! and with an empty token table (`SEMA_CLOSED_URLS`, space-separated). Every route but `/health` is
+//! and with an empty token table (`SEMA_CLOSED_URLS`, space-separated). Every route but `/health` (and
+//! the static console page, which holds no data: `console.rs`) is
 //! refused with 503 `auth.not_configured` naming what to configure, whatever identity headers or
 //! tokens a caller sends — never an open API.
 
@@ -13,7 +14,7 @@ fn servers() -> Vec<String> {
         .collect()
 }
 
-const ROUTES: [(&str, &str); 20] = [
+const ROUTES: [(&str, &str); 21] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/some-run"),
@@ -34,6 +35,7 @@ const ROUTES: [(&str, &str); 20] = [
     ("GET", "/v1/sessions"),
     ("GET", "/v1/sessions/some-session"),
     ("DELETE", "/v1/sessions/some-session"),
+    ("POST", "/v1/runs/some-run/stream-ticket"),
 ];
 
 #[test]

@@ -10,6 +10,7 @@ mod bounds;
 mod cancel;
 mod cli_tokens;
 mod closed;
+mod console;
 mod helpers;
 mod idempotency;
 mod leaders;

@@ -11,7 +11,7 @@ fn server() -> String {
 }
 
 /// `(method, path, may client, may runner, may operator)`: every route of the table.
-const TABLE: [(&str, &str, bool, bool, bool); 27] = [
+const TABLE: [(&str, &str, bool, bool, bool); 29] = [
     ("GET", "/health", true, true, true),
     ("POST", "/v1/runs", true, false, true),
     ("GET", "/v1/runs", true, false, true),
@@ -75,6 +75,14 @@ const TABLE: [(&str, &str, bool, bool, bool); 27] = [
     ("GET", "/v1/sessions", true, false, true),
     ("GET", "/v1/sessions/no-such-session", true, false, true),
     ("DELETE", "/v1/sessions/no-such-session", true, false, true),
+    ("GET", "/console", true, true, true),
+    (
+        "POST",
+        "/v1/runs/no-such-run/stream-ticket",
+        true,
+        false,
+        true,
+    ),
 ];
 
 fn call(token: &str, method: &str, path: &str) -> Resp {

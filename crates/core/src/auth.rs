@@ -9,13 +9,13 @@
 //! deployment: every route but `/health` answers 503 saying what to configure.
 
 use crate::error::ApiError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Longest principal accepted (the width of the `owner` columns).
 pub const PRINCIPAL_MAX: usize = 190;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Client,

@@ -8,6 +8,7 @@ pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod conflict;
+pub mod console;
 pub mod dispatch;
 pub mod error;
 pub mod gate;
@@ -32,6 +33,7 @@ pub mod sse;
 pub mod sse_subscriber;
 pub mod status;
 pub mod store;
+pub mod stream_ticket;
 pub mod wire;
 
 pub use error::ApiError;

@@ -3,6 +3,7 @@
 
 use crate::{
     auth::{Principal, Role},
+    console::ConsoleAsset,
     error::ApiError,
     ids::{SessionId, TaskId},
 };
@@ -57,6 +58,11 @@ pub enum Route {
     GetSession(SessionId),
     /// `DELETE /v1/sessions/{id}`: the session and everything of it, unless a run is active.
     DeleteSession(SessionId),
+    /// `GET /console` and its assets: the operator console (static; no data, no authentication).
+    Console(ConsoleAsset),
+    /// `POST /v1/runs/{id}/stream-ticket`: a short-lived ticket that opens this run's SSE stream
+    /// (`GET /v1/runs/{id}/events?ticket=`) without a bearer token (`stream_ticket.rs`).
+    StreamTicket(TaskId),
 }
 
 /// Who may call a route. Ownership of the run a route names is checked by its handler (a run that
@@ -102,7 +108,7 @@ impl Route {
     /// Who may call this route.
     pub fn access(&self) -> Access {
         match self {
-            Self::Health => Access::Public,
+            Self::Health | Self::Console(_) => Access::Public,
             Self::SubmitRun
             | Self::ListRuns
             | Self::GetRun(_)
@@ -121,7 +127,8 @@ impl Route {
             | Self::CancelLeader(_)
             | Self::ListSessions
             | Self::GetSession(_)
-            | Self::DeleteSession(_) => Access::ClientSide,
+            | Self::DeleteSession(_)
+            | Self::StreamTicket(_) => Access::ClientSide,
             Self::Lease
             | Self::Connect
             | Self::Heartbeat(_)
@@ -158,6 +165,10 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
     };
     match segments.as_slice() {
         ["health"] => only("GET", Route::Health),
+        ["console", rest @ ..] => match ConsoleAsset::at(rest) {
+            Some(asset) => only("GET", Route::Console(asset)),
+            None => Err(ApiError::route_not_found()),
+        },
         ["v1", "runs"] => match method {
             "POST" => Ok(Route::SubmitRun),
             "GET" => Ok(Route::ListRuns),
@@ -190,6 +201,10 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
         ["v1", "runs", id, "steer"] => {
             let id = task(id)?;
             only("POST", Route::Steer(id))
+        }
+        ["v1", "runs", id, "stream-ticket"] => {
+            let id = task(id)?;
+            only("POST", Route::StreamTicket(id))
         }
         ["v1", "runner", "lease"] => only("POST", Route::Lease),
         ["v1", "runner", "connect"] => only("GET", Route::Connect),
@@ -283,6 +298,29 @@ mod tests {
     }
 
     #[test]
+    fn the_console_serves_its_page_and_two_assets_and_nothing_else_under_its_path() {
+        assert_eq!(
+            match_route("GET", "/console/").unwrap(),
+            Route::Console(ConsoleAsset::Page)
+        );
+        assert_eq!(
+            match_route("GET", "/console/console.js").unwrap(),
+            Route::Console(ConsoleAsset::Script)
+        );
+        assert_eq!(
+            match_route("GET", "/console/../x").unwrap_err().status(),
+            404
+        );
+        assert_eq!(match_route("POST", "/console").unwrap_err().status(), 405);
+        assert_eq!(
+            match_route("GET", "/v1/runs/t/stream-ticket")
+                .unwrap_err()
+                .status(),
+            405
+        );
+    }
+
+    #[test]
     fn unsafe_path_ids_are_400() {
         let e = match_route("GET", "/v1/runs/a%2Fb").unwrap_err();
         assert_eq!((e.status(), e.code()), (400, "invalid_request"));
@@ -290,7 +328,7 @@ mod tests {
 
     /// One request per route of the table: adding a route without a line here fails to compile
     /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 29] = [
+    const TABLE: [(&str, &str); 31] = [
         ("GET", "/health"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
@@ -320,12 +358,14 @@ mod tests {
         ("GET", "/v1/sessions"),
         ("GET", "/v1/sessions/s"),
         ("DELETE", "/v1/sessions/s"),
+        ("GET", "/console"),
+        ("POST", "/v1/runs/t/stream-ticket"),
     ];
 
     /// (client, runner, operator) may call it.
     fn expected(route: &Route) -> (bool, bool, bool) {
         match route {
-            Route::Health => (true, true, true),
+            Route::Health | Route::Console(_) => (true, true, true),
             Route::SubmitRun
             | Route::ListRuns
             | Route::GetRun(_)
@@ -344,7 +384,8 @@ mod tests {
             | Route::CancelLeader(_)
             | Route::ListSessions
             | Route::GetSession(_)
-            | Route::DeleteSession(_) => (true, false, true),
+            | Route::DeleteSession(_)
+            | Route::StreamTicket(_) => (true, false, true),
             Route::AppendEvents(_)
             | Route::Heartbeat(_)
             | Route::Finish(_)

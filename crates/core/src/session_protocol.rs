@@ -13,6 +13,7 @@
 pub use crate::admission::Admission;
 use crate::{
     admission::AdmitInput,
+    auth::Role,
     conflict::Conflict,
     error::ApiError,
     gate::{DecidePath, Decision},
@@ -108,6 +109,19 @@ pub enum SessionCall {
         owner: Option<String>,
         marker: String,
     },
+    /// Issue a stream ticket for `task_id` to this principal (the Worker checked that it may read
+    /// the run): the book in the object's storage keeps only its digest (`stream_ticket.rs`).
+    IssueTicket {
+        task_id: String,
+        principal: Option<String>,
+        role: Role,
+    },
+    /// Whom a stream ticket stands for on `task_id`, whose run `owner` owns (read by the Worker).
+    CheckTicket {
+        task_id: String,
+        ticket: String,
+        owner: Option<String>,
+    },
 }
 
 /// A park as the Worker forwards it (validated).
@@ -167,8 +181,9 @@ impl SessionCall {
             | Self::Park { .. }
             | Self::Decide { .. }
             | Self::StartChild { .. }
-            | Self::DeleteSession { .. } => Lock::Whole,
-            Self::Stats => Lock::Free,
+            | Self::DeleteSession { .. }
+            | Self::IssueTicket { .. } => Lock::Whole,
+            Self::Stats | Self::CheckTicket { .. } => Lock::Free,
             Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
@@ -268,6 +283,16 @@ pub enum SessionReply {
         session_id: String,
         runs_deleted: u64,
     },
+    /// A stream ticket just issued (shown once) and its deadline.
+    Ticket {
+        ticket: String,
+        expires_at: i64,
+    },
+    /// The principal a stream ticket stands for.
+    TicketHolder {
+        principal: Option<String>,
+        role: Role,
+    },
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -359,6 +384,16 @@ mod tests {
                 owner: None,
                 marker: "M".into(),
             },
+            SessionCall::IssueTicket {
+                task_id: "T".into(),
+                principal: Some("alice".into()),
+                role: Role::Client,
+            },
+            SessionCall::CheckTicket {
+                task_id: "T".into(),
+                ticket: "st1_x".into(),
+                owner: None,
+            },
         ]
     }
 
@@ -392,6 +427,8 @@ mod tests {
                         "stats" => "stats",
                         "start_child" => "start_child",
                         "delete_session" => "delete_session",
+                        "issue_ticket" => "issue_ticket",
+                        "check_ticket" => "check_ticket",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -414,6 +451,8 @@ mod tests {
                 ("stats", Lock::Free),
                 ("start_child", Lock::Whole),
                 ("delete_session", Lock::Whole),
+                ("issue_ticket", Lock::Whole),
+                ("check_ticket", Lock::Free),
             ]
         );
     }
@@ -475,6 +514,14 @@ mod tests {
                 waiters: 0,
                 streams: 2,
                 claim: Some("T".into()),
+            },
+            SessionReply::Ticket {
+                ticket: "st1_x".into(),
+                expires_at: 60_000,
+            },
+            SessionReply::TicketHolder {
+                principal: None,
+                role: Role::Operator,
             },
         ];
         for reply in replies {
