@@ -14,6 +14,7 @@ mod idempotency;
 mod leaders;
 mod listing;
 mod matrix;
+mod openapi;
 mod principals;
 mod roles;
 mod tokens;
