@@ -345,11 +345,32 @@ fn every_request_body_schema_names_exactly_the_fields_its_parser_takes() {
         ("DecidePlanReview", gate::DecidePath::PlanReview),
         ("DecideResume", gate::DecidePath::Resume),
     ] {
-        let fields = schema_fields(&doc, name);
-        assert!(fields.is_subset(&decide), "{name}");
+        assert_eq!(schema_fields(&doc, name), decide, "{name}");
+        // The path's own note is text; the other key is taken only as null, as `validate` does.
+        let props = &doc["components"]["schemas"][name]["properties"];
+        let other = if path.note_key() == "reason" {
+            "feedback"
+        } else {
+            "reason"
+        };
         assert_eq!(
-            fields,
-            BTreeSet::from(["decision".to_owned(), path.note_key().to_owned()]),
+            props[path.note_key()]["type"],
+            json!(["string", "null"]),
+            "{name}"
+        );
+        assert_eq!(props[other]["type"], json!("null"), "{name}");
+        let parse = |v: Value| {
+            serde_json::from_value::<gate::DecideBody>(v)
+                .unwrap()
+                .validate(path)
+        };
+        let word = path.decisions()[0].as_str();
+        assert!(
+            parse(json!({"decision": word, other: null})).is_ok(),
+            "{name}"
+        );
+        assert!(
+            parse(json!({"decision": word, other: "x"})).is_err(),
             "{name}"
         );
         let words: Vec<Value> = path.decisions().iter().map(|d| json!(d.as_str())).collect();
