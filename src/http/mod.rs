@@ -38,10 +38,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     let method = req.inner().method();
     let route = match_route(&method, &req.path())?;
     if route.access() == Access::Public {
-        return Ok(match route {
-            Route::Console(asset) => console::serve(asset),
-            _ => health(),
-        });
+        return Ok(public(&route));
     }
     // The one request authenticated otherwise: a run's event stream opened with a stream ticket
     // (a browser's EventSource sends no Authorization header). Only this route, only with `ticket=`.
@@ -55,8 +52,7 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     route.access().check(&principal)?;
     let p = &principal;
     match route {
-        Route::Health => Ok(health()),
-        Route::Console(asset) => Ok(console::serve(asset)),
+        Route::Health | Route::OpenApi | Route::Docs | Route::Console(_) => Ok(public(&route)),
         Route::StreamTicket(id) => stream_ticket::issue(cx, p, &id).await,
         Route::SubmitRun => runs::submit(req, cx, p).await,
         Route::ListRuns => runs::list(req, cx, p).await,
@@ -91,6 +87,41 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
         Route::GetSession(id) => sessions::get(cx, p, &id).await,
         Route::DeleteSession(id) => sessions::delete(cx, p, &id).await,
     }
+}
+
+/// The public routes, answered before authentication (a closed deployment serves them too):
+/// `/health`, and the OpenAPI document and its page, the same for every caller (see
+/// `sema_core::openapi`).
+fn public(route: &Route) -> Response {
+    use sema_core::openapi;
+    let fixed = |content_type: &str, body: String| {
+        let headers = Headers::new();
+        let _ = headers.set("content-type", content_type);
+        let _ = headers.set("cache-control", openapi::CACHE_CONTROL);
+        let _ = headers.set("x-content-type-options", "nosniff");
+        (headers, body)
+    };
+    let (headers, body) = match route {
+        Route::OpenApi => fixed(
+            "application/json; charset=utf-8",
+            openapi::DOCUMENT.to_owned(),
+        ),
+        Route::Docs => {
+            let (headers, body) = fixed(
+                "text/html; charset=utf-8",
+                openapi::docs_page(openapi::DOCUMENT),
+            );
+            let _ = headers.set("content-security-policy", openapi::DOCS_CSP);
+            let _ = headers.set("referrer-policy", "no-referrer");
+            (headers, body)
+        }
+        Route::Console(asset) => return console::serve(*asset),
+        _ => return health(),
+    };
+    Response::builder()
+        .with_status(200)
+        .with_headers(headers)
+        .fixed(body.into_bytes())
 }
 
 /// `GET /health`: public, answered before authentication.

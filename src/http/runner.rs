@@ -81,17 +81,9 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
 /// the queue's dispatcher pushes leases. The upgrade goes to the dispatcher object, which accepts
 /// the socket with the hibernation API (an idle connection holds no isolate) and sees it close.
 /// Frames: the runner sends `{"type":"ready"}` when it wants one run; the dispatcher writes the
-/// lease itself and sends `{"type":"lease", ...the lease body}`. Without the upgrade: `426
-/// runner.upgrade_required`; the query is validated like a lease body (400 naming the field).
+/// lease itself and sends `{"type":"lease", ...the lease body}`. The query is validated first, like
+/// a lease body (400 naming the field); then, without the upgrade, `426 runner.upgrade_required`.
 pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
-    let upgrade = req.headers().get("upgrade").ok().flatten();
-    if !upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
-        return Err(ApiError::new(
-            sema_core::error::ErrorCode::UpgradeRequired,
-            "this route is a WebSocket: send Upgrade: websocket (or lease with POST /v1/runner/lease)",
-        )
-        .into());
-    }
     let url = req.url()?;
     let param = |name: &str| {
         url.query_pairs()
@@ -104,6 +96,15 @@ pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
         queue: param("queue"),
     }
     .validate()?;
+    // After the query: a malformed request is a 400 whatever it upgrades to.
+    let upgrade = req.headers().get("upgrade").ok().flatten();
+    if !upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
+        return Err(ApiError::new(
+            sema_core::error::ErrorCode::UpgradeRequired,
+            "this route is a WebSocket: send Upgrade: websocket (or lease with POST /v1/runner/lease)",
+        )
+        .into());
+    }
     let mut to = worker::Url::parse(dispatch::CONNECT_URL)
         .map_err(|e| Failure::Infra(format!("connect url: {e}")))?;
     to.query_pairs_mut()

@@ -238,6 +238,14 @@ pub async fn events_of(
         }
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
+    // A malformed Last-Event-ID is refused whichever form is asked for (the JSON page does not use
+    // it, but a caller sending one expects it to mean something); blank is absent.
+    let last_event_id = match header("last-event-id").filter(|v| !v.trim().is_empty()) {
+        None => None,
+        Some(last) => Some(sema_core::sse::parse_anchor(&last).ok_or_else(|| {
+            ApiError::invalid_request("Last-Event-ID must be a non-negative integer (an event seq)")
+        })?),
+    };
     let wants_sse = header("accept").is_some_and(|a| a.contains("text/event-stream"));
     if ticketed && !wants_sse {
         return Err(ApiError::invalid_request(
@@ -246,12 +254,8 @@ pub async fn events_of(
         .into());
     }
     if wants_sse {
-        if let Some(last) = header("last-event-id").filter(|v| !v.trim().is_empty()) {
-            after = Some(sema_core::sse::parse_anchor(&last).ok_or_else(|| {
-                ApiError::invalid_request(
-                    "Last-Event-ID must be a non-negative integer (an event seq)",
-                )
-            })?);
+        if last_event_id.is_some() {
+            after = last_event_id;
         }
         let call = SessionCall::Subscribe {
             task_id: task_id.clone(),

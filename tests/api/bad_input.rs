@@ -188,6 +188,17 @@ fn integers_beyond_2_pow_53_are_a_400_never_a_500() {
         ],
     )
     .assert_refusal(400, "invalid_request");
+    // A malformed Last-Event-ID is refused on the JSON page too, where it would mean nothing;
+    // a blank one is absent.
+    for bad in ["abc", "-1", "9007199254740992"] {
+        c.send("GET", &events, None, &[("Last-Event-ID", bad)])
+            .assert_refusal(400, "invalid_request");
+    }
+    assert_eq!(
+        c.send("GET", &events, None, &[("Last-Event-ID", " ")])
+            .status,
+        200
+    );
     let cursor: String = format!("{}:{task}", 1u64 << 53)
         .bytes()
         .map(|b| format!("{b:02x}"))

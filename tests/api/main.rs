@@ -16,6 +16,7 @@ mod idempotency;
 mod leaders;
 mod listing;
 mod matrix;
+mod openapi;
 mod principals;
 mod roles;
 mod sessions;

@@ -211,7 +211,8 @@ fn long_poll_and_websocket_waiters_are_served_first_come() {
 }
 
 #[test]
-fn connect_without_an_upgrade_is_426_and_a_bad_query_is_400_and_clients_are_refused() {
+fn connect_without_an_upgrade_is_426_and_a_bad_query_is_400_even_without_one_and_clients_are_refused(
+) {
     let site = Site::runs();
     let r = site.runner().get("/v1/runner/connect?queue=q&runnerId=r");
     r.assert_refusal(426, "runner.upgrade_required");
@@ -221,6 +222,9 @@ fn connect_without_an_upgrade_is_426_and_a_bad_query_is_400_and_clients_are_refu
         None,
         &[("upgrade", "websocket")],
     );
+    r.assert_refusal(400, "invalid_request");
+    // The query is judged before the upgrade: a bad one is 400 with or without it.
+    let r = site.runner().get("/v1/runner/connect?queue=q&runnerId=..");
     r.assert_refusal(400, "invalid_request");
     let r = site.client().get("/v1/runner/connect?queue=q&runnerId=r");
     r.assert_refusal(403, "forbidden");

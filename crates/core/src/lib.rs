@@ -21,6 +21,7 @@ pub mod leader_drive;
 pub mod leader_wire;
 pub mod list;
 pub mod liveness;
+pub mod openapi;
 pub mod queue;
 pub mod reaper;
 pub mod route;

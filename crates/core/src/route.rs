@@ -11,6 +11,10 @@ use crate::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
     Health,
+    /// `GET /openapi.json`: the OpenAPI 3.1 document of this surface ([`crate::openapi::DOCUMENT`]).
+    OpenApi,
+    /// `GET /docs`: a readable page of the document's operations.
+    Docs,
     SubmitRun,
     ListRuns,
     GetRun(TaskId),
@@ -69,7 +73,7 @@ pub enum Route {
 /// is not the caller's is the same 404 as a missing one); the role is checked here, once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Anyone, before authentication (`/health`).
+    /// Anyone, before authentication (`/health`, `/openapi.json`, `/docs`).
     Public,
     /// Clients on their own runs, operators on every run. Runner credentials execute runs; they do
     /// not submit, read or cancel them as clients.
@@ -108,7 +112,7 @@ impl Route {
     /// Who may call this route.
     pub fn access(&self) -> Access {
         match self {
-            Self::Health | Self::Console(_) => Access::Public,
+            Self::Health | Self::OpenApi | Self::Docs | Self::Console(_) => Access::Public,
             Self::SubmitRun
             | Self::ListRuns
             | Self::GetRun(_)
@@ -136,6 +140,93 @@ impl Route {
             | Self::Finish(_)
             | Self::Park(_) => Access::RunnerSide,
             Self::AdminReapers | Self::AdminSession(_) | Self::AdminQueue(_) => Access::Operator,
+        }
+    }
+
+    /// The operation this route is in the OpenAPI document: `(method, path template)`, path ids
+    /// named as the document names them. Exhaustive, so a new variant cannot be added without its
+    /// template; `openapi.rs`'s agreement test checks both directions against the document.
+    pub fn template(&self) -> (&'static str, &'static str) {
+        match self {
+            Self::Health => ("GET", "/health"),
+            Self::OpenApi => ("GET", "/openapi.json"),
+            Self::Docs => ("GET", "/docs"),
+            Self::SubmitRun => ("POST", "/v1/runs"),
+            Self::ListRuns => ("GET", "/v1/runs"),
+            Self::GetRun(_) => ("GET", "/v1/runs/{taskId}"),
+            Self::CancelRun(_) => ("POST", "/v1/runs/{taskId}/cancel"),
+            Self::RunEvents(_) => ("GET", "/v1/runs/{taskId}/events"),
+            Self::AppendEvents(_) => ("POST", "/v1/runs/{taskId}/events"),
+            Self::Heartbeat(_) => ("POST", "/v1/runs/{taskId}/heartbeat"),
+            Self::Finish(_) => ("POST", "/v1/runs/{taskId}/finish"),
+            Self::Steer(_) => ("POST", "/v1/runs/{taskId}/steer"),
+            Self::Lease => ("POST", "/v1/runner/lease"),
+            Self::Connect => ("GET", "/v1/runner/connect"),
+            Self::SubmitTask => ("POST", "/v1/tasks"),
+            Self::AdminReapers => ("GET", "/v1/admin/reapers"),
+            Self::AdminSession(_) => ("GET", "/v1/admin/sessions/{sessionId}"),
+            Self::AdminQueue(_) => ("GET", "/v1/admin/queues/{queue}"),
+            Self::Park(_) => ("POST", "/v1/runs/{taskId}/park"),
+            Self::ListApprovals => ("GET", "/v1/approvals"),
+            Self::DecideApproval(_) => ("POST", "/v1/approvals/{sessionId}/decide"),
+            Self::PlanReview(_) => ("POST", "/v1/assistant/tasks/{taskId}/plan_review"),
+            Self::ResumeTask(_) => ("POST", "/v1/assistant/tasks/{taskId}/resume"),
+            Self::Wake(_) => ("POST", "/v1/sessions/{sessionId}/wake"),
+            Self::SubmitLeader => ("POST", "/v1/leader/runs"),
+            Self::ListLeaders => ("GET", "/v1/leader/runs"),
+            Self::GetLeader(_) => ("GET", "/v1/leader/runs/{leaderRunId}"),
+            Self::CancelLeader(_) => ("POST", "/v1/leader/runs/{leaderRunId}/cancel"),
+            Self::ListSessions => ("GET", "/v1/sessions"),
+            Self::GetSession(_) => ("GET", "/v1/sessions/{sessionId}"),
+            Self::DeleteSession(_) => ("DELETE", "/v1/sessions/{sessionId}"),
+            Self::StreamTicket(_) => ("POST", "/v1/runs/{taskId}/stream-ticket"),
+            Self::Console(ConsoleAsset::Page) => ("GET", "/console"),
+            Self::Console(ConsoleAsset::Script) => ("GET", "/console/console.js"),
+            Self::Console(ConsoleAsset::Style) => ("GET", "/console/console.css"),
+        }
+    }
+
+    /// How many variants [`Route`] has: [`Route::variant_index`] is below it, and the test table of
+    /// one request per variant (`tests::TABLE`) must reach every index, so a variant added without
+    /// a line there (or without raising this count) fails the tests.
+    pub const VARIANT_COUNT: usize = 33;
+
+    /// A distinct number per variant in `0..VARIANT_COUNT` (exhaustive: a new variant must get one).
+    pub fn variant_index(&self) -> usize {
+        match self {
+            Self::Health => 0,
+            Self::OpenApi => 1,
+            Self::Docs => 2,
+            Self::SubmitRun => 3,
+            Self::ListRuns => 4,
+            Self::GetRun(_) => 5,
+            Self::CancelRun(_) => 6,
+            Self::RunEvents(_) => 7,
+            Self::AppendEvents(_) => 8,
+            Self::Heartbeat(_) => 9,
+            Self::Finish(_) => 10,
+            Self::Steer(_) => 11,
+            Self::Lease => 12,
+            Self::Connect => 13,
+            Self::SubmitTask => 14,
+            Self::AdminReapers => 15,
+            Self::AdminSession(_) => 16,
+            Self::AdminQueue(_) => 17,
+            Self::Park(_) => 18,
+            Self::ListApprovals => 19,
+            Self::DecideApproval(_) => 20,
+            Self::PlanReview(_) => 21,
+            Self::ResumeTask(_) => 22,
+            Self::Wake(_) => 23,
+            Self::SubmitLeader => 24,
+            Self::ListLeaders => 25,
+            Self::GetLeader(_) => 26,
+            Self::CancelLeader(_) => 27,
+            Self::ListSessions => 28,
+            Self::GetSession(_) => 29,
+            Self::DeleteSession(_) => 30,
+            Self::StreamTicket(_) => 31,
+            Self::Console(_) => 32,
         }
     }
 }
@@ -169,6 +260,8 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
             Some(asset) => only("GET", Route::Console(asset)),
             None => Err(ApiError::route_not_found()),
         },
+        ["openapi.json"] => only("GET", Route::OpenApi),
+        ["docs"] => only("GET", Route::Docs),
         ["v1", "runs"] => match method {
             "POST" => Ok(Route::SubmitRun),
             "GET" => Ok(Route::ListRuns),
@@ -267,7 +360,7 @@ pub fn match_route(method: &str, path: &str) -> Result<Route, ApiError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -327,9 +420,12 @@ mod tests {
     }
 
     /// One request per route of the table: adding a route without a line here fails to compile
-    /// (the match in `expected` is exhaustive).
-    const TABLE: [(&str, &str); 31] = [
+    /// (the match in `expected` is exhaustive) or fails
+    /// `the_table_reaches_every_variant_once_and_each_has_its_own_template`.
+    pub(crate) const TABLE: [(&str, &str); 33] = [
         ("GET", "/health"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs"),
         ("GET", "/v1/runs/t"),
@@ -365,7 +461,7 @@ mod tests {
     /// (client, runner, operator) may call it.
     fn expected(route: &Route) -> (bool, bool, bool) {
         match route {
-            Route::Health | Route::Console(_) => (true, true, true),
+            Route::Health | Route::OpenApi | Route::Docs | Route::Console(_) => (true, true, true),
             Route::SubmitRun
             | Route::ListRuns
             | Route::GetRun(_)
@@ -425,6 +521,31 @@ mod tests {
             seen.len(),
             TABLE.len(),
             "every route of the table appears once"
+        );
+    }
+
+    #[test]
+    fn the_table_reaches_every_variant_once_and_each_has_its_own_template() {
+        let mut indices = std::collections::BTreeSet::new();
+        let mut templates = std::collections::BTreeSet::new();
+        for (method, path) in TABLE {
+            let route = match_route(method, path).unwrap();
+            let i = route.variant_index();
+            assert!(
+                i < Route::VARIANT_COUNT,
+                "{method} {path}: index {i} ≥ VARIANT_COUNT"
+            );
+            assert!(indices.insert(i), "{method} {path}: index {i} twice");
+            assert!(
+                templates.insert(route.template()),
+                "{method} {path}: template twice"
+            );
+            assert_eq!(route.template().0, method, "{path}");
+        }
+        assert_eq!(
+            indices.len(),
+            Route::VARIANT_COUNT,
+            "every variant has one request in TABLE"
         );
     }
 }
