@@ -19,3 +19,4 @@ mod leaders;
 mod protocol;
 mod queues;
 mod tasks;
+mod wire;
