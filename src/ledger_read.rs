@@ -3,7 +3,7 @@
 //! What they mean is decided in the core (`sema_core::sse_subscriber`); this only fetches the one
 //! event that decision may need.
 
-use crate::failure::Failure;
+use crate::{cx::Cx, failure::Failure};
 use sema_core::{
     run::RunRow,
     sql::event_sql::EVENT_PAGE_MAX_BYTES,
@@ -30,16 +30,13 @@ pub async fn closing_done(store: &impl RunReadStore, run: &RunRow) -> Result<Don
 }
 
 /// Whether a stream of `run` anchored at `after` is answered `204 No Content`: the run has ended and
-/// `after` is at or past its `done` frame's id (`sse_subscriber::reconnect`). Reads the last event
-/// only when the anchor is exactly the run's last seq.
-pub async fn past_done(
-    store: &impl RunReadStore,
-    run: &RunRow,
-    after: i64,
-) -> Result<bool, Failure> {
+/// `after` is at or past its `done` frame's id (`sse_subscriber::reconnect`). Touches D1 only when
+/// the anchor is exactly an ended run's last seq (one read of that event); a live run's stream
+/// opens without any.
+pub async fn past_done(cx: &Cx, run: &RunRow, after: i64) -> Result<bool, Failure> {
     let verdict = match sse_subscriber::reconnect(run, after) {
         Reconnect::NeedsLastEvent => {
-            let last = last_event(store, run).await?;
+            let last = last_event(&cx.store()?, run).await?;
             sse_subscriber::reconnect_knowing(run, after, last.as_ref())
         }
         other => other,

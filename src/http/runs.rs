@@ -233,7 +233,7 @@ pub async fn events(
             after = Some(last);
         }
         let after = after.unwrap_or(0);
-        if crate::ledger_read::past_done(&cx.store()?, &run, after).await? {
+        if crate::ledger_read::past_done(cx, &run, after).await? {
             return Ok(reply::no_content());
         }
         let call = SessionCall::Subscribe {
@@ -349,7 +349,7 @@ pub async fn submit_task(
             let call = match mode {
                 TaskMode::Stream => {
                     if let Some(after) = last_event_id(req)? {
-                        if crate::ledger_read::past_done(&cx.store()?, &run, after).await? {
+                        if crate::ledger_read::past_done(cx, &run, after).await? {
                             return Ok(reply::no_content());
                         }
                     }

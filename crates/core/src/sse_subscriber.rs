@@ -118,30 +118,38 @@ impl Subscriber {
 
     /// A ledger event frame the object published live (right after its D1 commit): buffered while
     /// replaying, else sent unless already sent; a joiner ignores it.
+    /// The frame is copied only when it must wait (the hot path, a live subscriber, borrows it).
     pub fn on_live(&mut self, seq: i64, frame: &str, sink: &mut impl Sink) {
         if self.joining {
             return;
         }
-        self.hold_or_send(Held::Event(seq, frame.to_owned()), sink);
+        match self.phase {
+            Phase::Live => self.send(seq, frame, sink),
+            Phase::Replaying(_) => self.hold(Held::Event(seq, frame.to_owned()), sink),
+            Phase::Closed => {}
+        }
     }
 
     /// The run's `done`, published live: buffered while replaying, else sent (and the stream closed).
     pub fn on_live_done(&mut self, done: &Done, sink: &mut impl Sink) {
-        self.hold_or_send(Held::Done(done.clone()), sink);
+        match self.phase {
+            Phase::Live => self.send_done(done, sink),
+            Phase::Replaying(_) => self.hold(Held::Done(done.clone()), sink),
+            Phase::Closed => {}
+        }
     }
 
-    fn hold_or_send(&mut self, held: Held, sink: &mut impl Sink) {
-        match &mut self.phase {
-            Phase::Replaying(buffer) => {
-                let used: usize = buffer.iter().map(Held::bytes).sum();
-                if used + held.bytes() > REPLAY_BUFFER_MAX_BYTES {
-                    self.close(sink);
-                } else {
-                    buffer.push(held);
-                }
-            }
-            Phase::Live => self.send_held(held, sink),
-            Phase::Closed => {}
+    /// Keeps a live frame for the end of the replay, or ends the stream if that would pass
+    /// [`REPLAY_BUFFER_MAX_BYTES`].
+    fn hold(&mut self, held: Held, sink: &mut impl Sink) {
+        let Phase::Replaying(buffer) = &mut self.phase else {
+            return;
+        };
+        let used: usize = buffer.iter().map(Held::bytes).sum();
+        if used + held.bytes() > REPLAY_BUFFER_MAX_BYTES {
+            self.close(sink);
+        } else {
+            buffer.push(held);
         }
     }
 
