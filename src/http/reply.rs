@@ -90,3 +90,13 @@ pub fn replayed(status: u16, body: String) -> Response {
     let _ = resp.headers().set("idempotency-replayed", "true");
     resp
 }
+
+/// `204 No Content`: a stream request with nothing left to receive (its anchor is at or past the
+/// ended run's `done`). Any status but 200 makes an `EventSource` stop reconnecting.
+pub fn no_content() -> Response {
+    let resp = Response::empty()
+        .map(|r| r.with_status(204))
+        .unwrap_or_else(|_| json(204, String::new()));
+    let _ = resp.headers().set("cache-control", "no-store");
+    resp
+}

@@ -187,7 +187,9 @@ pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<
 }
 
 /// `GET /v1/runs/{id}/events`: with `Accept: text/event-stream`, SSE replay from `Last-Event-ID`
-/// (or `?after=`) then the live tail until `done`; otherwise a JSON page of events after `?after=`:
+/// (or `?after=`) then the live tail until `done` — or `204 No Content` when the run has ended and
+/// the anchor is at or past its `done` frame's id (judged from the row read here; a run still live
+/// always gets a stream, which ends with `done`); otherwise a JSON page of events after `?after=`:
 /// at most `limit` events and about 1 MiB of event data (a page ends after the event that reaches
 /// it); `nextAfter` is the anchor of the next page and `done` says the ledger is read to its end.
 pub async fn events(
@@ -240,12 +242,7 @@ pub async fn events_of(
     let header = |name: &str| req.headers().get(name).ok().flatten();
     // A malformed Last-Event-ID is refused whichever form is asked for (the JSON page does not use
     // it, but a caller sending one expects it to mean something); blank is absent.
-    let last_event_id = match header("last-event-id").filter(|v| !v.trim().is_empty()) {
-        None => None,
-        Some(last) => Some(sema_core::sse::parse_anchor(&last).ok_or_else(|| {
-            ApiError::invalid_request("Last-Event-ID must be a non-negative integer (an event seq)")
-        })?),
-    };
+    let last_seen = last_event_id(req)?;
     let wants_sse = header("accept").is_some_and(|a| a.contains("text/event-stream"));
     if ticketed && !wants_sse {
         return Err(ApiError::invalid_request(
@@ -254,13 +251,17 @@ pub async fn events_of(
         .into());
     }
     if wants_sse {
-        if last_event_id.is_some() {
-            after = last_event_id;
+        if last_seen.is_some() {
+            after = last_seen;
+        }
+        let after = after.unwrap_or(0);
+        if crate::ledger_read::past_done(cx, &run, after).await? {
+            return Ok(reply::no_content());
         }
         let call = SessionCall::Subscribe {
             task_id: task_id.clone(),
-            after: after.unwrap_or(0),
-            meta: false,
+            after,
+            replay: false,
         };
         return ask(cx, &run.session_id, &call).await;
     }
@@ -293,6 +294,23 @@ pub async fn events_of(
     Ok(json(200, body.to_string()))
 }
 
+/// The request's `Last-Event-ID` as a seq (absent or blank: `None`); anything else is a 400.
+fn last_event_id(req: &Request) -> Result<Option<i64>, Failure> {
+    let Some(raw) = req
+        .headers()
+        .get("last-event-id")
+        .ok()
+        .flatten()
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let seq = sema_core::sse::parse_anchor(&raw).ok_or_else(|| {
+        ApiError::invalid_request("Last-Event-ID must be a non-negative integer (an event seq)")
+    })?;
+    Ok(Some(seq))
+}
+
 /// `POST /v1/runs/{id}/steer`: the owner queues a message for the running turn (202); 409 if not
 /// running; an operator steering someone else's run is 403.
 pub async fn steer(
@@ -317,6 +335,12 @@ pub async fn steer(
 
 /// `POST /v1/tasks`: admit and stream (SSE: `meta`, live events, `done`), or with `"stream": false`
 /// wait for the terminal result (bounded by `waitMs`, then 202 with the run's state).
+///
+/// An `Idempotency-Key` already bound to a run answers for that run, which never runs twice: the
+/// stream form is its replay (`x-task-id`, `meta`, `done` with `replay: true`) once it has ended, or
+/// joins it in flight (`done` with `replay: true` when it ends). `Last-Event-ID` is read only there
+/// (the key names the run the anchor belongs to; a fresh submission's stream starts at its start):
+/// at or past the ended run's `done` frame's id it is `204 No Content`, as on `/v1/runs/{id}/events`.
 pub async fn submit_task(
     req: &mut Request,
     cx: &Cx,
@@ -345,11 +369,18 @@ pub async fn submit_task(
                 .await?
                 .ok_or_else(|| ApiError::not_found("run"))?;
             let call = match mode {
-                TaskMode::Stream => SessionCall::Subscribe {
-                    task_id,
-                    after: 0,
-                    meta: true,
-                },
+                TaskMode::Stream => {
+                    if let Some(after) = last_event_id(req)? {
+                        if crate::ledger_read::past_done(cx, &run, after).await? {
+                            return Ok(reply::no_content());
+                        }
+                    }
+                    SessionCall::Subscribe {
+                        task_id,
+                        after: 0,
+                        replay: true,
+                    }
+                }
                 TaskMode::Wait(wait_ms) => SessionCall::Wait { task_id, wait_ms },
             };
             return ask(cx, &run.session_id, &call).await;

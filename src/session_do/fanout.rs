@@ -17,7 +17,7 @@ use futures_channel::oneshot;
 use sema_core::{
     sql::event_sql::EVENT_PAGE_MAX_BYTES,
     sse,
-    sse_subscriber::{closing_done, Sink, Subscriber},
+    sse_subscriber::{closing_done, Done, Sink, Subscriber},
     store::{EventRow, RunReadStore},
     ApiError,
 };
@@ -160,12 +160,14 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Registers a subscriber that has already seen everything up to `after`, unless the run or the
-    /// object already has as many open streams as it serves.
+    /// Registers a subscriber that has already seen everything up to `after` (a `joining` one: a
+    /// keyed duplicate waiting for the run's `done` only), unless the run or the object already has
+    /// as many open streams as it serves (a joiner counts as a stream).
     pub fn subscribe(
         &self,
         task_id: &str,
         after: i64,
+        joining: bool,
     ) -> Result<
         (
             Sub,
@@ -191,7 +193,11 @@ impl Hub {
         }
         let (channel, rx) = queue();
         let sub = Rc::new(RefCell::new(Stream {
-            state: Subscriber::new(after),
+            state: if joining {
+                Subscriber::joining(after)
+            } else {
+                Subscriber::new(after)
+            },
             channel,
         }));
         subs.entry(task_id.to_owned())
@@ -233,26 +239,14 @@ impl Hub {
         (waiters, streams)
     }
 
-    /// Delivers a frame with `seq` to every subscriber of `task_id` (buffered for those replaying);
-    /// a `done` frame also releases the run's waiters.
-    pub fn publish(&self, task_id: &str, seq: i64, frame: &str, is_done: bool) {
-        if is_done {
-            for w in self
-                .waiters
-                .borrow_mut()
-                .remove(task_id)
-                .unwrap_or_default()
-            {
-                let _ = w.send(());
-            }
-        }
+    /// Hands `deliver` every open subscriber of `task_id`, then forgets those that closed.
+    fn each_subscriber(&self, task_id: &str, mut deliver: impl FnMut(&mut Stream)) {
         let mut subs = self.subs.borrow_mut();
         let Some(list) = subs.get_mut(task_id) else {
             return;
         };
         for sub in list.iter() {
-            let s = &mut *sub.borrow_mut();
-            s.state.on_live(seq, frame, is_done, &mut s.channel);
+            deliver(&mut sub.borrow_mut());
         }
         list.retain(|s| !s.borrow().state.is_closed());
         if list.is_empty() {
@@ -260,12 +254,27 @@ impl Hub {
         }
     }
 
-    /// Publishes ledger events just appended.
+    /// Publishes ledger events just appended (buffered for subscribers still replaying). Each frame
+    /// is written once and shared by every subscriber.
     pub fn publish_events(&self, task_id: &str, events: &[EventRow]) {
         for e in events {
             let frame = sse::event_frame(e.seq, &e.kind, &e.data, e.event_id.as_deref());
-            self.publish(task_id, e.seq, &frame, false);
+            self.each_subscriber(task_id, |s| s.state.on_live(e.seq, &frame, &mut s.channel));
         }
+    }
+
+    /// Publishes the run's `done` (each subscriber writes it plainly, or marked `replay` for a
+    /// joiner) and releases the run's waiters.
+    pub fn publish_done(&self, task_id: &str, done: &Done) {
+        for w in self
+            .waiters
+            .borrow_mut()
+            .remove(task_id)
+            .unwrap_or_default()
+        {
+            let _ = w.send(());
+        }
+        self.each_subscriber(task_id, |s| s.state.on_live_done(done, &mut s.channel));
     }
 }
 
@@ -286,12 +295,18 @@ pub fn sse_response(
         .with_headers(headers))
 }
 
-/// A one-frame stream that ends at once (e.g. the conflict `done` of a stream submit).
-pub fn single_frame_response(frame: String) -> Result<Response, worker::Error> {
+/// A stream of `frames` that ends at once (e.g. the conflict `done` of a stream submit), with
+/// `extra` headers.
+pub fn finished_response(
+    frames: &[String],
+    extra: &[(&str, &str)],
+) -> Result<Response, worker::Error> {
     let (mut tx, rx) = queue();
-    tx.send(&frame);
+    for frame in frames {
+        tx.send(frame);
+    }
     tx.close();
-    sse_response(rx, &[])
+    sse_response(rx, extra)
 }
 
 /// Writes `frame` (no seq) to a fresh subscriber before anything else (e.g. the `meta` frame).
@@ -370,9 +385,9 @@ async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?
         };
-        let (seq, frame) = closing_done(&run, last.first());
+        let done = closing_done(&run, last.first());
         let s = &mut *sub.borrow_mut();
-        s.state.on_final_done(seq, &frame, &mut s.channel);
+        s.state.on_final_done(&done, &mut s.channel);
         return Ok(());
     }
     // Caught up with a live run: flush what arrived meanwhile, then deliver live.

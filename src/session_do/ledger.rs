@@ -8,7 +8,7 @@ use sema_core::{
     runner_wire::{LeaseHolder, STEER_QUEUE_MAX, STEER_QUEUE_MAX_BYTES},
     session_protocol::{CancelReply, SessionReply, WireEvent, WireFinish},
     sql::{event_sql::NewEvent, DbError},
-    sse,
+    sse_subscriber::Done,
     store::{
         AdmissionStore, Append, Appended, EventRow, Finish, LedgerStore, NewSteer, RunReadStore,
         Steered, StoreError,
@@ -90,9 +90,11 @@ impl SessionDo {
             .await?
             .ok_or_else(ApiError::lease_lost)?;
         self.forget_claim_of(task_id).await?;
-        let result: serde_json::Value = serde_json::from_str(&f.done_json).unwrap_or_default();
-        self.hub
-            .publish(task_id, done_seq, &sse::done_frame(done_seq, &result), true);
+        let done = Done {
+            seq: done_seq,
+            result: serde_json::from_str(&f.done_json).unwrap_or_default(),
+        };
+        self.hub.publish_done(task_id, &done);
         let run = store
             .get_run(task_id)
             .await?
@@ -176,20 +178,8 @@ impl SessionDo {
         let Some(run) = run else {
             return Ok(());
         };
-        let last = if run.last_seq > 0 {
-            cx.store()?
-                .events_after(
-                    &run.task_id,
-                    run.last_seq - 1,
-                    1,
-                    sema_core::sql::event_sql::EVENT_PAGE_MAX_BYTES,
-                )
-                .await?
-        } else {
-            Vec::new()
-        };
-        let (seq, frame) = sema_core::sse_subscriber::closing_done(run, last.first());
-        self.hub.publish(&run.task_id, seq, &frame, true);
+        let done = crate::ledger_read::closing_done(&cx.store()?, run).await?;
+        self.hub.publish_done(&run.task_id, &done);
         Ok(())
     }
 }

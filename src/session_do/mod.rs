@@ -124,7 +124,7 @@ impl SessionDo {
                     let _serialised = self.lock.lock().await;
                     self.admit(cx, &input).await
                 };
-                return self.stream_admission(&input, admitted);
+                return self.stream_admission(cx, &input, admitted).await;
             }
             SessionCall::AdmitWait { input, wait_ms } => {
                 let (admitted, done) = {
@@ -141,8 +141,8 @@ impl SessionDo {
             SessionCall::Subscribe {
                 task_id,
                 after,
-                meta,
-            } => return self.subscribe_call(cx, &task_id, after, meta).await,
+                replay,
+            } => return self.subscribe_call(cx, &task_id, after, replay).await,
             SessionCall::Wait { task_id, wait_ms } => {
                 let done = self.hub.wait_done(&task_id);
                 self.wait_for(cx, &task_id, done, wait_ms).await?

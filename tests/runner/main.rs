@@ -20,3 +20,4 @@ mod leaders;
 mod protocol;
 mod queues;
 mod tasks;
+mod wire;

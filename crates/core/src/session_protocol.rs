@@ -53,11 +53,13 @@ pub enum SessionCall {
         task_id: String,
         session_id: String,
     },
-    /// SSE replay after `after`, then the live tail until `done`; `meta` opens with a `meta` frame.
+    /// SSE replay after `after`, then the live tail until `done`. With `replay`, the stream of a
+    /// keyed duplicate (SPEC-api §4): an ended run answers `x-task-id`, `meta`, then its `done` with
+    /// `replay: true`; a run in flight is joined (heartbeats, then that `done`), `after` unused.
     Subscribe {
         task_id: String,
         after: i64,
-        meta: bool,
+        replay: bool,
     },
     /// Wait up to `wait_ms` for an existing run to end.
     Wait {
@@ -334,7 +336,7 @@ mod tests {
             SessionCall::Subscribe {
                 task_id: "T".into(),
                 after: 3,
-                meta: true,
+                replay: true,
             },
             SessionCall::Wait {
                 task_id: "T".into(),

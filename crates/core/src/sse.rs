@@ -2,8 +2,12 @@
 //!
 //! A ledger event is `id: <seq>` plus one `data:` line of JSON whose `type` is the event type; the id
 //! is the event's seq, so the same event has the same id on every replay and after every restart, and
-//! `Last-Event-ID` resumes exactly after it. The stream ends with one `done` frame. `meta` and
-//! `heartbeat` frames carry an `event:` name and no id (they are not part of the ledger).
+//! `Last-Event-ID` resumes exactly after it. The stream ends with one `done` frame, which has an id
+//! too (the run's `done` event's seq, or `last_seq + 1`), so an `EventSource` that reconnects after it
+//! sends that id and is answered `204 No Content` (see `sse_subscriber::reconnect`), which stops it
+//! for good. `meta` and `heartbeat` frames carry an `event:` name and no id (they are not part of the
+//! ledger), and neither does a refusal's `done`. No `retry:` field is sent (SPEC-api §3.1 has none):
+//! a client keeps its own reconnection time.
 
 use crate::run::RunRow;
 use serde_json::{Map, Value};
@@ -77,8 +81,15 @@ pub fn done_frame(seq: i64, result: &Value) -> String {
     format!("id: {seq}\ndata: {{\"type\":\"done\",\"result\":{result}}}\n\n")
 }
 
+/// The `done` frame of an idempotent replay or of a keyed duplicate that joined the run in flight
+/// (SPEC-api §3.5, §4): the run's own `done` frame (same id, same `result`) with `replay: true`.
+pub fn replay_done_frame(seq: i64, result: &Value) -> String {
+    format!("id: {seq}\ndata: {{\"type\":\"done\",\"result\":{result},\"replay\":true}}\n\n")
+}
+
 /// A `done` frame without an id (a refusal after the stream opened, e.g. the active-run conflict).
-/// Exactly `data: {"type":"done","result":<result>}` and a blank line.
+/// Exactly `data: {"type":"done","result":<result>}` and a blank line: no `replay`, and no id (the
+/// refusal is nobody's ledger; a client that reconnects submits again).
 pub fn refusal_done_frame<T: serde::Serialize>(result: &T) -> String {
     let result = serde_json::to_string(result).unwrap_or_else(|_| "null".into());
     format!("data: {{\"type\":\"done\",\"result\":{result}}}\n\n")
@@ -130,6 +141,20 @@ mod tests {
             meta_frame("t", "s"),
             "event: meta\ndata: {\"type\":\"meta\",\"taskId\":\"t\",\"sessionId\":\"s\"}\n\n"
         );
+    }
+
+    #[test]
+    fn a_replayed_done_is_the_runs_done_frame_with_replay_true() {
+        let result = serde_json::json!({"status": "completed"});
+        assert_eq!(
+            done_frame(7, &result),
+            "id: 7\ndata: {\"type\":\"done\",\"result\":{\"status\":\"completed\"}}\n\n"
+        );
+        assert_eq!(
+            replay_done_frame(7, &result),
+            "id: 7\ndata: {\"type\":\"done\",\"result\":{\"status\":\"completed\"},\"replay\":true}\n\n"
+        );
+        assert!(!refusal_done_frame(&result).contains("replay"));
     }
 
     #[test]

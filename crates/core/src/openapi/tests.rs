@@ -80,7 +80,9 @@ fn every_route_of_the_table_is_documented() {
         Route::VARIANT_COUNT,
         "TABLE reaches every variant"
     );
-    assert_eq!(ops.len(), Route::VARIANT_COUNT, "one operation per route");
+    // A variant may stand for several operations (the console's page and its two assets); the
+    // other direction (every operation routes to its template) is the test above.
+    assert!(ops.len() >= Route::VARIANT_COUNT, "an operation per route");
 }
 
 /// The roles an operation's `security` admits, per scheme; `None` for a public operation.
