@@ -741,3 +741,50 @@ fn leader_submit_prints_an_id_that_leader_get_shows_with_its_children() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn sessions_lists_the_session_with_its_active_run_and_session_delete_is_refused_until_it_ends() {
+    let session = unique("cli-sessions");
+    let task = sema(&["submit", "-s", &session, "write a haiku"])
+        .ok()
+        .stdout
+        .trim()
+        .to_owned();
+    // Newest first: the session just submitted into is on the first page, with its run.
+    let listed = sema(&["sessions", "--limit", "20"]).ok();
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(&session) && l.contains(&task) && l.contains("running")),
+        "{listed:?}"
+    );
+    let one = sema(&["session", &session]).ok();
+    assert!(
+        one.stdout
+            .contains(&format!("active run: {task} (running)")),
+        "{one:?}"
+    );
+    let face = sema(&["--json", "session", &session]).ok().json();
+    assert_eq!(face["activeRun"]["taskId"], task.as_str());
+
+    // While the run is active the delete is a conflict (exit 5) and deletes nothing.
+    let refused = sema(&["session", &session, "--delete"]);
+    assert_eq!(refused.code, 5, "{refused:?}");
+    assert!(
+        refused.stderr.contains("conflict.session_active_run"),
+        "{refused:?}"
+    );
+    assert_eq!(status_of(&task), "running");
+
+    sema(&["cancel", &task]).ok();
+    let deleted = sema(&["session", &session, "--delete"]).ok();
+    assert_eq!(
+        deleted.stdout,
+        format!("session {session} deleted (1 run)\n"),
+        "{deleted:?}"
+    );
+    // Gone: the session and its run are 404 (exit 3).
+    assert_eq!(sema(&["session", &session]).code, 3);
+    assert_eq!(sema(&["get", &task]).code, 3);
+}

@@ -108,6 +108,24 @@ enum Command {
     /// Leader runs: one objective fanned out to subtask runs.
     #[command(subcommand)]
     Leader(LeaderCommand),
+    /// Your sessions, most recently submitted into first, each with its active run and pending
+    /// gate (GET /v1/sessions).
+    Sessions {
+        /// Sessions per page.
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The page after this cursor (from a previous page's `nextCursor`).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One session (GET /v1/sessions/{sessionId}), or with --delete, delete it whole: its runs,
+    /// events, gates, steer messages and idempotency keys (DELETE; refused with exit 5 while a run
+    /// of it is running or parked).
+    Session {
+        session_id: String,
+        #[arg(long)]
+        delete: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -298,6 +316,25 @@ fn run(ctx: &Ctx, command: Command) -> Exit {
                 ("cursor", cursor),
             ]);
             ctx.show(ctx.api.get(&format!("/v1/runs{q}")), output::runs_table)
+        }
+        Command::Sessions { limit, cursor } => {
+            let q = query(&[("limit", limit.map(|l| l.to_string())), ("cursor", cursor)]);
+            ctx.show(
+                ctx.api.get(&format!("/v1/sessions{q}")),
+                output::sessions_table,
+            )
+        }
+        Command::Session { session_id, delete } => {
+            let path = format!("/v1/sessions/{}", encode(&session_id));
+            if delete {
+                ctx.show(ctx.api.send("DELETE", &path, None, &[]), |v| {
+                    let n = v["runsDeleted"].as_u64().unwrap_or(0);
+                    let s = if n == 1 { "" } else { "s" };
+                    format!("session {session_id} deleted ({n} run{s})\n")
+                })
+            } else {
+                ctx.show(ctx.api.get(&path), output::session_face)
+            }
         }
         Command::Get { task_id } => ctx.show(
             ctx.api.get(&format!("/v1/runs/{}", encode(&task_id))),

@@ -147,6 +147,60 @@ pub fn runs_table(v: &Value) -> String {
     out
 }
 
+/// `sema sessions`: a table, most recently submitted into first, and the flag for the next page.
+pub fn sessions_table(v: &Value) -> String {
+    let mut out = format!(
+        "{:<24} {:<38} {:<13} {}\n",
+        "SESSION", "ACTIVE RUN", "STATUS", "PENDING GATE"
+    );
+    for s in v["sessions"].as_array().into_iter().flatten() {
+        let (run, status) = match s["activeRun"].as_object() {
+            Some(a) => (text(&a["taskId"]), text(&a["status"])),
+            None => ("-", "-"),
+        };
+        let gate = match s["pendingGate"].as_object() {
+            Some(g) => format!("{} (POST {})", text(&g["kind"]), text(&g["decidePath"])),
+            None => "-".to_owned(),
+        };
+        out.push_str(&format!(
+            "{:<24} {:<38} {:<13} {}\n",
+            text(&s["sessionId"]),
+            run,
+            status,
+            gate
+        ));
+    }
+    if let Some(c) = v["nextCursor"].as_str() {
+        out.push_str(&format!("more: sema sessions --cursor {c}\n"));
+    }
+    out
+}
+
+/// `sema session ID`: the session, its active run and its pending gate's card.
+pub fn session_face(v: &Value) -> String {
+    let mut out = format!("session {}\n", text(&v["sessionId"]));
+    match v["activeRun"].as_object() {
+        Some(a) => out.push_str(&format!(
+            "  active run: {} ({})\n",
+            text(&a["taskId"]),
+            text(&a["status"])
+        )),
+        None => out.push_str("  active run: none\n"),
+    }
+    if let Some(g) = v["pendingGate"].as_object() {
+        out.push_str(&format!(
+            "  pending gate: {} on {}, decide at POST {}\n  card: {}\n",
+            text(&g["kind"]),
+            text(&g["taskId"]),
+            text(&g["decidePath"]),
+            g.get("card")
+                .map_or_else(|| text(&g["cardPreview"]).to_owned(), |c| c.to_string())
+        ));
+    }
+    out.push_str(&format!("  last activity: {}\n", v["lastActivityAt"]));
+    out
+}
+
 /// `sema approvals`: the pending gate cards.
 pub fn approvals_table(v: &Value) -> String {
     let mut out = String::new();
