@@ -178,22 +178,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
 
-    // 8. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
-    //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
-    //    belonging to a running leader run is never touched, so no session object needs telling.
-    s.retention_days = config::retention_days(&cx.env);
-    if let Some(before) =
-        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
-    {
-        let purged = store
-            .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
-            .await?;
-        s.retention_runs_deleted = purged.runs;
-        s.retention_events_deleted = purged.events;
-        s.pages += 1;
-    }
-
-    // 9. Tell each session object whose claim was released.
+    // 8. Tell each session object whose claim was released.
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),
@@ -203,6 +188,31 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
             s.notify_failures += 1;
             worker::console_error!("reaper: telling session {} failed: {f:?}", pair.session_id);
         }
+    }
+
+    // 9. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
+    //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
+    //    belonging to a running leader run is never touched, so no session object needs telling.
+    s.retention_days = config::retention_days(&cx.env);
+    if let Some(before) =
+        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
+    {
+        // Last, and never fatal: the claims released above are told to their objects and the tick
+        // is recorded whatever becomes of this batch.
+        match store
+            .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
+            .await
+        {
+            Ok(purged) => {
+                s.retention_runs_deleted = purged.runs;
+                s.retention_events_deleted = purged.events;
+            }
+            Err(e) => {
+                s.retention_failed = true;
+                worker::console_error!("reaper: retention pass failed: {e:?}");
+            }
+        }
+        s.pages += 1;
     }
 
     s.duration_ms = elapsed();

@@ -107,10 +107,15 @@ fn public(route: &Route) -> Response {
             openapi::DOCUMENT.to_owned(),
         ),
         Route::Docs => {
-            let (headers, body) = fixed(
-                "text/html; charset=utf-8",
-                openapi::docs_page(openapi::DOCUMENT),
-            );
+            // Rendered once per isolate: the page is a function of the compiled-in document.
+            thread_local! {
+                static DOCS_PAGE: std::cell::OnceCell<String> = const { std::cell::OnceCell::new() };
+            }
+            let page = DOCS_PAGE.with(|p| {
+                p.get_or_init(|| openapi::docs_page(openapi::DOCUMENT))
+                    .clone()
+            });
+            let (headers, body) = fixed("text/html; charset=utf-8", page);
             let _ = headers.set("content-security-policy", openapi::DOCS_CSP);
             let _ = headers.set("referrer-policy", "no-referrer");
             (headers, body)

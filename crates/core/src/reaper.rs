@@ -123,13 +123,17 @@ pub struct TickSummary {
     #[serde(default)]
     pub announce_failures: usize,
     /// The retention pass: `RETENTION_DAYS` as read (0 = off, the pass did nothing), and the terminal
-    /// runs (and their events) it deleted, at most `sessions::RETENTION_PER_TICK` runs a tick.
+    /// runs (and their events) it deleted, at most `sessions::RETENTION_PER_TICK` runs and about
+    /// `sessions::RETENTION_EVENTS_PER_TICK` events a tick.
     #[serde(default)]
     pub retention_days: i64,
     #[serde(default)]
     pub retention_runs_deleted: u64,
     #[serde(default)]
     pub retention_events_deleted: u64,
+    /// The retention batch failed this tick (logged; the next tick tries again).
+    #[serde(default)]
+    pub retention_failed: bool,
 }
 
 /// Running leader runs the cron drives per tick (a backstop: a child's end drives its leader at once).

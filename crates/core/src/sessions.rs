@@ -114,6 +114,27 @@ pub struct Purged {
 /// run's rows can be many, so the page stays small; 50 a minute is 72,000 runs a day.
 pub const RETENTION_PER_TICK: i64 = 50;
 
+/// Events one tick's retention batch deletes at most, counted by the runs' `last_seq`: the runs
+/// of a page are taken in order while their ledgers fit, so one batch never grows with the size of
+/// the ledgers it meets. A single run whose ledger alone is larger still goes, alone in its batch.
+pub const RETENTION_EVENTS_PER_TICK: i64 = 10_000;
+
+/// The prefix of `candidates` (`(task_id, last_seq)`, in the order read) whose ledgers add up to at
+/// most `budget` events; never empty when `candidates` is not (the first run always goes).
+pub fn retention_page(candidates: Vec<(String, i64)>, budget: i64) -> Vec<String> {
+    let mut used = 0i64;
+    let mut out = Vec::new();
+    for (id, events) in candidates {
+        let events = events.max(0);
+        if !out.is_empty() && used.saturating_add(events) > budget {
+            break;
+        }
+        used = used.saturating_add(events);
+        out.push(id);
+    }
+    out
+}
+
 /// The retention cutoff at `now` for `RETENTION_DAYS` = `days`: terminal runs last written before it
 /// are deleted. `None` (off) for 0, a negative count, or one so large the cutoff would precede the
 /// epoch.
@@ -166,6 +187,21 @@ impl SessionListQuery {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_retention_page_takes_runs_while_their_ledgers_fit_and_always_the_first() {
+        let c = |v: &[(&str, i64)]| v.iter().map(|(i, n)| ((*i).to_owned(), *n)).collect();
+        assert_eq!(
+            retention_page(c(&[("a", 4), ("b", 5), ("c", 2)]), 10),
+            ["a", "b"]
+        );
+        assert_eq!(retention_page(c(&[("a", 40), ("b", 1)]), 10), ["a"]);
+        assert_eq!(
+            retention_page(c(&[("a", 0), ("b", 10), ("c", 0)]), 10),
+            ["a", "b", "c"]
+        );
+        assert!(retention_page(vec![], 10).is_empty());
+    }
     use super::*;
 
     fn view() -> SessionView {

@@ -1927,11 +1927,18 @@ impl<E: Executor> SessionStore for SqlStore<E> {
             .exec
             .run(&session_sql::purge_candidates(self.d(), before, limit))
             .await?;
-        let ids = candidates
+        let candidates = candidates
             .rows
             .iter()
-            .map(|r| get_str(r, "task_id").map_err(corrupt))
+            .map(|r| {
+                Ok((
+                    get_str(r, "task_id").map_err(corrupt)?,
+                    get_i64(r, "last_seq").map_err(corrupt)?,
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
+        let ids =
+            crate::sessions::retention_page(candidates, crate::sessions::RETENTION_EVENTS_PER_TICK);
         if ids.is_empty() {
             return Ok(Purged::default());
         }

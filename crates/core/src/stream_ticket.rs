@@ -36,6 +36,9 @@ pub fn ttl_ms(configured_sec: Option<i64>) -> i64 {
 }
 /// Most unexpired tickets one session's book keeps.
 pub const MAX_OUTSTANDING: usize = 32;
+/// Live tickets one principal may hold in one session: past it, its own soonest-expiring ticket is
+/// let go, so one caller issuing in a loop cannot push another principal's tickets out of the book.
+pub const MAX_PER_PRINCIPAL: usize = 8;
 /// Every ticket starts with this; the rest is 64 lowercase hex digits (32 random bytes).
 pub const PREFIX: &str = "st1_";
 /// The query parameter that carries a ticket.
@@ -132,15 +135,31 @@ impl TicketBook {
         principal: &Principal,
     ) -> Issued {
         self.entries.retain(|e| is_live(e.expires_at, now));
-        while self.entries.len() >= MAX_OUTSTANDING {
-            let first = self
-                .entries
+        let soonest = |entries: &[TicketEntry], mine: bool| {
+            entries
                 .iter()
                 .enumerate()
+                .filter(|(_, e)| !mine || e.principal == principal.id)
                 .min_by_key(|(_, e)| e.expires_at)
                 .map(|(i, _)| i)
-                .unwrap_or(0);
-            self.entries.remove(first);
+        };
+        while self
+            .entries
+            .iter()
+            .filter(|e| e.principal == principal.id)
+            .count()
+            >= MAX_PER_PRINCIPAL
+        {
+            let Some(i) = soonest(&self.entries, true) else {
+                break;
+            };
+            self.entries.remove(i);
+        }
+        while self.entries.len() >= MAX_OUTSTANDING {
+            let Some(i) = soonest(&self.entries, false) else {
+                break;
+            };
+            self.entries.remove(i);
         }
         let ticket = mint(random);
         let expires_at = now.saturating_add(ttl_ms);
@@ -269,13 +288,18 @@ mod tests {
         assert_eq!(book.entries.len(), 1);
         assert!(book.entries.iter().all(|e| e.digest != digest(&old.ticket)));
         let mut first = None;
-        for i in 0..(MAX_OUTSTANDING as u8 + 5) {
+        // Five principals, eight each: more than the book holds.
+        for i in 0..(MAX_OUTSTANDING as u8 + 8) {
+            let who = Principal {
+                id: Some(format!("p{}", i % 5)),
+                role: Role::Client,
+            };
             let t = book.issue(
                 TICKET_TTL_MS + 1 + i64::from(i),
                 TICKET_TTL_MS,
                 &bytes(100 + i),
                 "t-1",
-                &alice(),
+                &who,
             );
             first.get_or_insert(t);
             assert!(book.entries.len() <= MAX_OUTSTANDING);
@@ -284,8 +308,33 @@ mod tests {
         // The ones that expire first were let go.
         let first = first.unwrap();
         assert!(book
-            .check(TICKET_TTL_MS + 100, &first.ticket, "t-1", Some("alice"))
+            .check(TICKET_TTL_MS + 100, &first.ticket, "t-1", Some("p0"))
             .is_err());
+    }
+
+    #[test]
+    fn one_principal_issuing_in_a_loop_lets_go_of_its_own_tickets_not_anothers() {
+        let mut book = TicketBook::default();
+        let bob = Principal {
+            id: Some("bob".into()),
+            role: Role::Client,
+        };
+        let kept = book.issue(0, TICKET_TTL_MS, &bytes(1), "t-1", &bob);
+        for i in 0..100u8 {
+            book.issue(
+                1 + i64::from(i),
+                TICKET_TTL_MS,
+                &bytes(2 + i),
+                "t-1",
+                &alice(),
+            );
+        }
+        let alices = book
+            .entries
+            .iter()
+            .filter(|e| e.principal.as_deref() == Some("alice"));
+        assert_eq!(alices.count(), MAX_PER_PRINCIPAL);
+        assert!(book.check(200, &kept.ticket, "t-1", Some("bob")).is_ok());
     }
 
     #[test]

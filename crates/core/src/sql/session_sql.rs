@@ -247,7 +247,10 @@ fn purgeable(b: &mut Builder, t: &str, before: i64) {
 /// At most `limit` purgeable runs ended before `before` (`session_id`, `task_id`), found through
 /// `idx_task_run_status_updated`.
 pub fn purge_candidates(d: Dialect, before: i64, limit: i64) -> Stmt {
-    let mut b = Builder::new(d, "SELECT session_id, task_id FROM task_run WHERE ");
+    let mut b = Builder::new(
+        d,
+        "SELECT session_id, task_id, last_seq FROM task_run WHERE ",
+    );
     purgeable(&mut b, "task_run", before);
     b.push(" LIMIT ").bind(limit);
     b.build()
