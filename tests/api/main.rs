@@ -9,6 +9,7 @@ mod bad_input;
 mod bounds;
 mod cancel;
 mod closed;
+mod failpoints;
 mod helpers;
 mod idempotency;
 mod leaders;
