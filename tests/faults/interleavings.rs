@@ -19,7 +19,7 @@
 //! `SEMA_TEST_SEED=<seed>` replays them (timing, and so the interleavings, still vary).
 
 use crate::harness::{d1_reader, migrate, test_seed, work_dir, Api, Resp, Rng, Wrangler};
-use crate::invariants::{is_active, Run, Snapshot};
+use crate::invariants::{is_active, Run, Snapshot, TerminalFace};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -30,6 +30,11 @@ use std::time::{Duration, Instant};
 /// Concurrent workers (each owning `SESSIONS_PER_WORKER` sessions).
 const WORKERS: usize = 8;
 const SESSIONS_PER_WORKER: usize = 4;
+
+/// The gates a runner parks on (their decide paths: approvals for the first two, plan review).
+const PARK_KINDS: [&str; 3] = ["human", "tool_approval", "plan_review"];
+/// What a runner's finish may say.
+const FINISH_STATUSES: [&str; 5] = ["completed", "failed", "cancelled", "blocked", "timeout"];
 
 fn trials() -> usize {
     std::env::var("SEMA_CHAOS_TRIALS")
@@ -61,7 +66,7 @@ struct Model {
     /// Idempotency keys used, with the objective sent under each.
     keys: Vec<(String, String)>,
     /// The face of each run when first seen terminal.
-    terminal: HashMap<String, (String, Option<String>, Option<String>, Option<String>, i64)>,
+    terminal: HashMap<String, TerminalFace>,
     /// The terminal status an acknowledged write reported.
     acked_terminal: HashMap<String, (String, String)>,
     /// Every event seen or acknowledged: (task, seq) → (type, data).
@@ -327,7 +332,7 @@ fn run_worker(
             }
         }
         let done = stats.done.fetch_add(1, Ordering::Relaxed) + 1;
-        if done % 1_000 == 0 {
+        if done.is_multiple_of(1_000) {
             eprintln!("{done} trials");
         }
         trial += WORKERS;
@@ -396,14 +401,10 @@ fn choose_op(rng: &mut Rng, m: &mut Model, s: usize, trial: usize) -> Op {
                 steps.push(match rng.below(8) {
                     0..=2 => Step::Append(1 + rng.below(3) as usize),
                     3 => Step::Heartbeat,
-                    4 => Step::Park(*rng.pick(&["human", "tool_approval", "plan_review"])),
-                    _ => Step::Finish(*rng.pick(&[
-                        "completed",
-                        "failed",
-                        "cancelled",
-                        "blocked",
-                        "timeout",
-                    ])),
+                    4 => Step::Park(PARK_KINDS[rng.below(PARK_KINDS.len() as u64) as usize]),
+                    _ => Step::Finish(
+                        FINISH_STATUSES[rng.below(FINISH_STATUSES.len() as u64) as usize],
+                    ),
                 });
             }
             let first_event = m.next_event;

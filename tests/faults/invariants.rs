@@ -26,9 +26,12 @@ pub struct Run {
     pub lease_epoch: i64,
 }
 
+/// What a terminal run must never change again: status, result, error, error code, last seq.
+pub type TerminalFace = (String, Option<String>, Option<String>, Option<String>, i64);
+
 impl Run {
     /// What a terminal run must never change again.
-    pub fn terminal_face(&self) -> (String, Option<String>, Option<String>, Option<String>, i64) {
+    pub fn terminal_face(&self) -> TerminalFace {
         (
             self.status.clone(),
             self.result.clone(),
