@@ -19,11 +19,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The Worker's vars: local mode, failpoints armable by header (default liveness knobs).
-fn vars(extra: &str) -> Vec<String> {
-    vec![
+fn vars(extra: &str, knobs: &[&str]) -> Vec<String> {
+    let mut v = vec![
         "SEMA_AUTH:local".to_owned(),
         format!("SEMA_TEST_FAILPOINTS:header{extra}"),
-    ]
+    ];
+    v.extend(knobs.iter().map(|k| (*k).to_owned()));
+    v
 }
 
 struct Harness {
@@ -58,9 +60,29 @@ impl Harness {
     }
 
     fn start(&mut self, extra: &str) {
+        self.start_with(extra, &[]);
+    }
+
+    /// Starts with failpoints `extra` armed everywhere and liveness `knobs` (`NAME:value`).
+    fn start_with(&mut self, extra: &str, knobs: &[&str]) {
         self.starts += 1;
         let log = self.dir.join(format!("wrangler-{}.log", self.starts));
-        self.worker = Some(Wrangler::start(&self.state, log, &vars(extra)));
+        self.worker = Some(Wrangler::start(&self.state, log, &vars(extra, knobs)));
+    }
+
+    /// Waits until the Worker reports the armed step `name` reached on its own (an alarm), then
+    /// kills, restarts and ticks as [`Harness::kill_at`] does.
+    fn kill_when_reached(&mut self, name: &'static str) {
+        let w = self.worker.as_ref().unwrap();
+        let reached = w.wait_for_log(
+            &format!("failpoint reached: {name}"),
+            Duration::from_secs(60),
+        );
+        let log = std::fs::read_to_string(&w.log).unwrap_or_default();
+        assert!(reached, "failpoint {name} was never reached; log:\n{log}");
+        self.kill();
+        self.killed.push(name);
+        self.restart_and_tick();
     }
 
     fn api(&self) -> Api {
@@ -529,6 +551,38 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
     h.assert_not_stuck(&session, "takeover.after_d1", |blocker| {
         assert_eq!(blocker, t, "the 409 names the run the takeover admitted");
         h_cancel(&api, blocker);
+    });
+
+    // ---- the session object's alarm: the silent run failed in D1, its claim not yet forgotten ----
+    let session = format!("kill-{tag}-alarm");
+    let queue = queue_of(&session);
+    h.kill();
+    h.start_with(",alarm.after_fail", &["RUN_STALE_SEC:2"]);
+    let task = submit(&h.api(), &session, None, None).json()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let epoch = h.lease(&queue, &task);
+    // Its runner goes silent: the object's alarm judges it stale RUN_STALE_SEC later and fails it.
+    h.kill_when_reached("alarm.after_fail");
+    h.assert_invariants("alarm.after_fail");
+    let run = h.run(&task).unwrap();
+    assert_eq!(
+        (run.status.as_str(), run.error_code.as_deref()),
+        ("failed", Some("run.stalled"))
+    );
+    let beat = h.runner().must(
+        "POST",
+        &format!("/v1/runs/{task}/heartbeat"),
+        Some(&json!({"runnerId": "killer", "leaseEpoch": epoch})),
+    );
+    assert_eq!(
+        beat.status, 409,
+        "the reaped runner is fenced out: {}",
+        beat.body
+    );
+    h.assert_not_stuck(&session, "alarm.after_fail", |b| {
+        panic!("alarm.after_fail: the session is held by {b} after its alarm reaped its run")
     });
 
     // ---- a reaper pass: runs failed and claims released in D1, no session told yet ----
