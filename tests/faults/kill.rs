@@ -359,10 +359,10 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
             retry.body
         );
         h.assert_invariants(step);
-        let t = task.clone();
+        let (t, api) = (task.clone(), h.api());
         h.assert_not_stuck(&session, step, |blocker| {
             assert_eq!(blocker, t, "{step}: the 409 names another run");
-            h_cancel(&h_api(&h), blocker);
+            h_cancel(&api, blocker);
         });
         h.assert_invariants(step);
     }
@@ -633,10 +633,6 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
     );
     let stuck = h.stuck.borrow();
     assert!(stuck.is_empty(), "stuck sessions:\n{}", stuck.join("\n"));
-}
-
-fn h_api(h: &Harness) -> Api {
-    h.api()
 }
 
 fn h_cancel(api: &Api, task: &str) {
