@@ -16,6 +16,8 @@ mod d1;
 #[cfg(target_arch = "wasm32")]
 mod dispatch_do;
 #[cfg(target_arch = "wasm32")]
+mod failpoint;
+#[cfg(target_arch = "wasm32")]
 mod failure;
 #[cfg(target_arch = "wasm32")]
 mod http;

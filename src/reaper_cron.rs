@@ -179,6 +179,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.pages += 1;
 
     // 8. Tell each session object whose claim was released.
+    cx.fail.hit("reaper.before_notify").await;
     for pair in reaper::to_notify(&notify) {
         let call = SessionCall::RunEnded {
             task_id: pair.task_id.clone(),

@@ -22,7 +22,7 @@ use sema_core::{
 use worker::{Env, Headers, Request, Response};
 
 pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Response {
-    let cx = Cx::for_request(env, context);
+    let cx = Cx::for_request(env, context).armed_by(&req);
     let resp = respond(dispatch(&mut req, &cx).await);
     // A response passed through from the session object has immutable headers: copy them.
     let headers = Headers::new();

@@ -176,6 +176,10 @@ impl SessionDo {
         let instance = config::instance_id(&self.env);
         let now = platform::now_ms();
         let new_run = input.new_run(&instance, &preview, now, &body);
+        let takeover = matches!(write, Write::TakeOver { .. });
+        if !takeover {
+            cx.fail.hit("admit.before_d1").await;
+        }
         let outcome = match write {
             Write::Fresh => store.create_run(&new_run).await?,
             Write::TakeOver { snapshot, reason } => {
@@ -190,7 +194,14 @@ impl SessionDo {
         };
         match outcome {
             CreateRun::Created => {
+                let (committed, saved) = if takeover {
+                    ("takeover.after_d1", "takeover.after_save")
+                } else {
+                    ("admit.after_d1", "admit.after_save")
+                };
+                cx.fail.hit(committed).await;
                 self.remember_admitted(state, input, &body, now).await?;
+                cx.fail.hit(saved).await;
                 Ok(Admission {
                     status: 202,
                     body,

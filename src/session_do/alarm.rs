@@ -72,6 +72,7 @@ impl SessionDo {
                     })
                     .await?;
                 if failed {
+                    cx.fail.hit("alarm.after_fail").await;
                     self.end_run(&cx, &claim.task_id).await?;
                     // A leader's child ended here: its leader need not wait for the cron.
                     crate::leader_driver::after_child_change(&cx, &session_id).await;

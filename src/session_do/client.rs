@@ -25,6 +25,12 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&body)));
+    if let Some(name) = cx.fail.forward() {
+        // A test's failpoint travels with the call (see `failpoint.rs`).
+        let headers = worker::Headers::new();
+        headers.set(crate::failpoint::HEADER, name)?;
+        init.with_headers(headers);
+    }
     let req = Request::new_with_init(CALL_URL, &init)?;
     let mut resp = stub.fetch_with_request(req).await?;
     // The object's D1 cost is part of this request's.

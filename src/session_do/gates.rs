@@ -51,6 +51,7 @@ impl SessionDo {
             Parked::LeaseLost => return Err(ApiError::lease_lost().into()),
             Parked::GatePending(_) => return Err(ApiError::gate_pending().into()),
         };
+        cx.fail.hit("park.after_d1").await;
         let status = p.status.as_str().to_owned();
         let mut state = self.load().await?;
         if let Some(claim) = state.claim.as_mut().filter(|c| c.task_id == task_id) {
@@ -102,6 +103,9 @@ impl SessionDo {
                 now,
             })
             .await?;
+        if !matches!(decided, Decided::Refused(_)) {
+            cx.fail.hit("decide.after_d1").await;
+        }
         match decided {
             Decided::Resumed {
                 session_id,

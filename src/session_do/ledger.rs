@@ -52,6 +52,7 @@ impl SessionDo {
         let Appended::Seqs(seqs) = appended else {
             return Err(ApiError::lease_lost().into());
         };
+        cx.fail.hit("append.after_d1").await;
         let rows: Vec<EventRow> = events
             .into_iter()
             .zip(&seqs)
@@ -89,6 +90,7 @@ impl SessionDo {
             })
             .await?
             .ok_or_else(ApiError::lease_lost)?;
+        cx.fail.hit("finish.after_d1").await;
         self.forget_claim_of(task_id).await?;
         let done = Done {
             seq: done_seq,
@@ -151,6 +153,7 @@ impl SessionDo {
         session_id: String,
     ) -> Result<SessionReply, Failure> {
         let outcome = cx.store()?.cancel(&task_id, platform::now_ms()).await?;
+        cx.fail.hit("cancel.after_d1").await;
         let effects = answer::end_effects(outcome.run.as_ref());
         if effects.forget_claim {
             self.forget_claim_of(&task_id).await?;

@@ -75,7 +75,7 @@ impl DurableObject for SessionDo {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        let cx = Cx::new(self.env.clone());
+        let cx = Cx::new(self.env.clone()).armed_by(&req);
         let outcome = match req.json::<SessionCall>().await {
             Ok(call) => self.dispatch(&cx, call).await,
             Err(e) => Err(Failure::Infra(format!("session object call: {e}"))),

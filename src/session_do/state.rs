@@ -1,5 +1,6 @@
 //! The session state the object remembers (owner and claim): memory first, then the object's own
-//! storage. It is a cache of D1's truth: lost at any moment, re-learnt from D1's refusals.
+//! storage. It is a cache of D1's truth: lost at any moment, re-learnt from D1's refusals; a claim
+//! read back from storage is confirmed against D1 before a 409 is answered from it.
 
 use super::SessionDo;
 use crate::failure::Failure;
@@ -14,11 +15,18 @@ impl SessionDo {
             return Ok(s.clone());
         }
         let stored: Option<String> = self.state.storage().get(STATE_KEY).await?;
-        let state = match stored {
+        let mut state: SessionState = match stored {
             Some(text) => serde_json::from_str(&text)
                 .map_err(|e| Failure::Infra(format!("stored session state: {e}")))?,
             None => SessionState::default(),
         };
+        // A claim read back from storage may be behind D1: the runtime can stop between a D1
+        // commit and the storage write that follows it (a finish, cancel or decision that released
+        // the claim; found by tests/faults/kill.rs). So a fresh instance confirms it against the
+        // holder's row before answering a 409 from it (one D1 read, once per instance).
+        if let Some(claim) = state.claim.as_mut() {
+            claim.recheck_at = 0;
+        }
         *self.memory.borrow_mut() = Some(state.clone());
         Ok(state)
     }

@@ -11,6 +11,7 @@ mod cancel;
 mod cli_tokens;
 mod closed;
 mod console;
+mod failpoints;
 mod helpers;
 mod idempotency;
 mod leaders;
