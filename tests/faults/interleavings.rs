@@ -1,7 +1,7 @@
 //! Randomized interleavings: `SEMA_CHAOS_TRIALS` trials (default 10,000) of concurrent submit,
 //! cancel, lease, append, heartbeat, park, decide, finish and reaper ticks on a few sessions each,
-//! against a Worker of its own with small liveness knobs (so alarms, takeovers, requeues and gate
-//! expiries happen between and during trials). Every request of a trial is sent at once (one
+//! against two Workers of its own (the sessions split between them) with small liveness knobs (so
+//! alarms, takeovers, requeues and gate expiries happen between and during trials). Every request of a trial is sent at once (one
 //! thread each); when all have answered, D1 is read (one read transaction) and checked:
 //! - single-active: never two active runs in a session, every active run holds its session's claim,
 //!   no claim for a run that is not active, and the session's object names the same claim as D1;
@@ -27,8 +27,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Concurrent workers (each owning `SESSIONS_PER_WORKER` sessions).
+/// Concurrent workers (each owning `SESSIONS_PER_WORKER` sessions), spread over `SHARDS` Workers.
 const WORKERS: usize = 8;
+/// Workers under test, each its own `wrangler dev` (its own workerd, its own local D1): the local
+/// runtime serves every request of one on one thread, so two of them keep both of this machine's
+/// cores busy. Worker thread `w` talks to shard `w % SHARDS`.
+const SHARDS: usize = 2;
 const SESSIONS_PER_WORKER: usize = 4;
 
 /// The gates a runner parks on (their decide paths: approvals for the first two, plan review).
@@ -133,11 +137,16 @@ fn ten_thousand_randomized_interleavings_keep_one_active_run_per_session_and_ter
     let n = trials();
     let seed = test_seed();
     let dir = work_dir("interleavings");
-    let state = dir.join("state");
-    migrate(&state);
-    let worker = Wrangler::start(&state, dir.join("wrangler.log"), &vars());
-    let url = worker.direct_url();
-    eprintln!("the Worker: {} (wrangler dev {})", url, worker.url);
+    let shards: Vec<(std::path::PathBuf, Wrangler, String)> = (0..SHARDS)
+        .map(|i| {
+            let state = dir.join(format!("state-{i}"));
+            migrate(&state);
+            let worker = Wrangler::start(&state, dir.join(format!("wrangler-{i}.log")), &vars());
+            let url = worker.direct_url();
+            eprintln!("Worker {i}: {} (wrangler dev {})", url, worker.url);
+            (state, worker, url)
+        })
+        .collect();
     let stats = Arc::new(Stats {
         counts: Mutex::new(BTreeMap::new()),
         failures: Mutex::new(Vec::new()),
@@ -147,39 +156,47 @@ fn ten_thousand_randomized_interleavings_keep_one_active_run_per_session_and_ter
     let tag = format!("{:x}", seed & 0xffff_ffff);
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
-            let (url, state, stats, tag) = (url.clone(), state.clone(), stats.clone(), tag.clone());
+            let (_, _, url) = &shards[w % SHARDS];
+            let state = shards[w % SHARDS].0.clone();
+            let (url, stats, tag) = (url.clone(), stats.clone(), tag.clone());
             std::thread::spawn(move || run_worker(w, n, seed, &url, &state, &stats, &tag))
         })
         .collect();
     let models: Vec<Vec<Model>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let took = started.elapsed();
-    // Quiescence: one last tick, then everything every trial saw must still hold, everywhere.
-    let api = Api::new(&url);
-    api.cron();
-    let mut conn = d1_reader(&state);
-    let all = Snapshot::read(&mut conn, None);
+    // Quiescence: one last tick on each Worker, then everything every trial saw must still hold,
+    // everywhere.
     let mut failures = stats.failures.lock().unwrap().clone();
-    failures.extend(
-        all.violations()
-            .into_iter()
-            .map(|v| format!("at the end: {v}")),
-    );
-    for m in models.iter().flatten() {
+    let (mut runs, mut events) = (0, 0);
+    for (i, (state, _, url)) in shards.iter().enumerate() {
+        Api::new(url).cron();
+        let mut conn = d1_reader(state);
+        let all = Snapshot::read(&mut conn, None);
+        runs += all.runs.len();
+        events += all.events.values().map(Vec::len).sum::<usize>();
         failures.extend(
-            check_model(m, &all)
+            all.violations()
                 .into_iter()
-                .map(|v| format!("at the end: {v}")),
+                .map(|v| format!("at the end (Worker {i}): {v}")),
         );
+        for m in models.iter().skip(i).step_by(SHARDS).flatten() {
+            failures.extend(
+                check_model(m, &all)
+                    .into_iter()
+                    .map(|v| format!("at the end (Worker {i}): {v}")),
+            );
+        }
     }
     let counts = stats.counts.lock().unwrap();
     eprintln!(
-        "{n} trials in {:.1} s ({:.0} trials/s), {} workers × {} sessions; {} runs, {} events in D1",
+        "{n} trials in {:.1} s ({:.0} trials/s), {} workers × {} sessions on {} Workers; {} runs, {} events in D1",
         took.as_secs_f64(),
         n as f64 / took.as_secs_f64(),
         WORKERS,
         SESSIONS_PER_WORKER,
-        all.runs.len(),
-        all.events.values().map(Vec::len).sum::<usize>()
+        SHARDS,
+        runs,
+        events
     );
     for ((op, status), k) in counts.iter() {
         eprintln!("  {op:<10} {status}: {k}");
@@ -204,7 +221,7 @@ fn ten_thousand_randomized_interleavings_keep_one_active_run_per_session_and_ter
             ));
         }
     }
-    drop(worker);
+    drop(shards);
     assert!(
         failures.is_empty(),
         "{} failures (replay the choices with SEMA_TEST_SEED={seed} SEMA_CHAOS_TRIALS={n}):\n{}",
