@@ -347,7 +347,7 @@ fn run_worker(
             remember(&mut models[s], &snap);
             // The object's view costs a request per session: asked after every
             // `OBJECT_CHECK_EVERY`-th trial (and of every session at the end).
-            if trial % OBJECT_CHECK_EVERY == 0 {
+            if trial.is_multiple_of(OBJECT_CHECK_EVERY) {
                 if let Some(f) = object_disagrees(&api, &mut conn, &models[s].id) {
                     failures.push(f);
                 }
