@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
-    auth::{Principal, Role},
+    auth::Principal,
     gate::{self, DecideBody, DecidePath, ParkBody},
     ids::{SessionId, TaskId},
     list::{decode_cursor, encode_cursor, parse_query},
@@ -181,10 +181,7 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
             }
         }
     }
-    let scope = match principal.role {
-        Role::Operator => ListScope::All,
-        _ => ListScope::Owner(principal.id.as_deref()),
-    };
+    let scope = ListScope::of(principal);
     let page = cx
         .store()?
         .list_pending_gates(

@@ -7,12 +7,12 @@
 use super::{body::json_body, error::json};
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
 use sema_core::{
-    auth::{Principal, Role},
+    auth::Principal,
     error::ErrorCode,
     idempotency,
     ids::TaskId,
     leader_wire::{self, LeaderListQuery, SubmitLeaderBody},
-    list::encode_cursor,
+    list::{encode_cursor, next_page},
     sql::run_sql::ListScope,
     store::{LeaderDriveStore, LeaderRunStore, LeaderView, NewChild, NewLeader},
     ApiError,
@@ -107,10 +107,7 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
     enabled(cx)?;
     let url = req.url()?;
     let q = LeaderListQuery::parse(url.query().unwrap_or(""))?;
-    let scope = match principal.role {
-        Role::Operator => ListScope::All,
-        _ => ListScope::Owner(principal.id.as_deref()),
-    };
+    let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?
         .list_leader_runs(
@@ -120,11 +117,9 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
             q.limit + 1,
         )
         .await?;
-    let more = rows.len() as i64 > q.limit;
-    rows.truncate(q.limit as usize);
-    let next = more
-        .then(|| rows.last().map(|r| encode_cursor(r.started_at_ms, &r.id)))
-        .flatten();
+    let next = next_page(&mut rows, q.limit, |r| {
+        encode_cursor(r.started_at_ms, &r.id)
+    });
     // Records without `result`: a page stays small whatever its leaders reported (GET one for it).
     let shown: Vec<serde_json::Value> = rows
         .iter()

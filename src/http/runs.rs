@@ -8,10 +8,10 @@ use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
     admission::AdmitInput,
     answer,
-    auth::{Principal, Role},
+    auth::Principal,
     idempotency::{self, Replay},
     ids::TaskId,
-    list::{encode_cursor, RunListQuery},
+    list::{encode_cursor, next_page, RunListQuery},
     liveness,
     run::RunRow,
     runner_wire::TaskMode,
@@ -126,10 +126,7 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     let url = req.url()?;
     let q = RunListQuery::parse(url.query().unwrap_or(""))?;
-    let scope = match principal.role {
-        Role::Operator => ListScope::All,
-        _ => ListScope::Owner(principal.id.as_deref()),
-    };
+    let scope = ListScope::of(principal);
     let mut runs = cx
         .store()?
         .list_runs(
@@ -140,11 +137,9 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
             q.limit + 1,
         )
         .await?;
-    let more = runs.len() as i64 > q.limit;
-    runs.truncate(q.limit as usize);
-    let next = more
-        .then(|| runs.last().map(|r| encode_cursor(r.created_at, &r.task_id)))
-        .flatten();
+    let next = next_page(&mut runs, q.limit, |r| {
+        encode_cursor(r.created_at, &r.task_id)
+    });
     let (now, staleness) = (platform::now_ms(), config::staleness(&cx.env));
     let faces: Vec<_> = runs
         .iter()

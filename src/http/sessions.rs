@@ -6,9 +6,9 @@
 use super::{error::json, runs::ask};
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
-    auth::{Principal, Role},
+    auth::Principal,
     ids::{SessionId, TaskId},
-    list::encode_cursor,
+    list::{encode_cursor, next_page},
     session_protocol::SessionCall,
     sessions::SessionListQuery,
     sql::run_sql::ListScope,
@@ -22,10 +22,7 @@ use worker::{Request, Response};
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     let url = req.url()?;
     let q = SessionListQuery::parse(url.query().unwrap_or(""))?;
-    let scope = match principal.role {
-        Role::Operator => ListScope::All,
-        _ => ListScope::Owner(principal.id.as_deref()),
-    };
+    let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?
         .list_session_views(
@@ -34,14 +31,9 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
             q.limit + 1,
         )
         .await?;
-    let more = rows.len() as i64 > q.limit;
-    rows.truncate(q.limit as usize);
-    let next = more
-        .then(|| {
-            rows.last()
-                .map(|r| encode_cursor(r.updated_at, &r.session_id))
-        })
-        .flatten();
+    let next = next_page(&mut rows, q.limit, |r| {
+        encode_cursor(r.updated_at, &r.session_id)
+    });
     let faces: Vec<_> = rows.iter().map(|r| r.face(false)).collect();
     let body = serde_json::json!({ "sessions": faces, "nextCursor": next });
     Ok(json(200, body.to_string()))

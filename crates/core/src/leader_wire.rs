@@ -161,18 +161,7 @@ impl LeaderListQuery {
                     }
                     q.status = Some(v);
                 }
-                "limit" => {
-                    q.limit = v
-                        .parse::<i64>()
-                        .ok()
-                        .filter(|n| (1..=list::MAX_LIMIT).contains(n))
-                        .ok_or_else(|| {
-                            ApiError::invalid_field(
-                                "limit",
-                                format!("must be an integer in 1..={}", list::MAX_LIMIT),
-                            )
-                        })?;
-                }
+                "limit" => q.limit = list::parse_limit(&v)?,
                 "cursor" => q.cursor = Some(decode_cursor(&v)?),
                 other => {
                     return Err(ApiError::invalid_request(format!(

@@ -78,13 +78,7 @@ impl RunListQuery {
                     }
                     q.status = Some(v);
                 }
-                "limit" => {
-                    q.limit = v
-                        .parse::<i64>()
-                        .ok()
-                        .filter(|n| (1..=MAX_LIMIT).contains(n))
-                        .ok_or_else(|| ApiError::invalid_field("limit", format!("must be an integer in 1..={MAX_LIMIT}")))?;
-                }
+                "limit" => q.limit = parse_limit(&v)?,
                 "cursor" => q.cursor = Some(decode_cursor(&v)?),
                 other => {
                     return Err(ApiError::invalid_request(format!(
@@ -95,6 +89,28 @@ impl RunListQuery {
         }
         Ok(q)
     }
+}
+
+/// A listing's `limit` parameter: an integer in `1..=MAX_LIMIT`, else a 400 naming the field.
+pub fn parse_limit(v: &str) -> Result<i64, ApiError> {
+    v.parse::<i64>()
+        .ok()
+        .filter(|n| (1..=MAX_LIMIT).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid_field("limit", format!("must be an integer in 1..={MAX_LIMIT}"))
+        })
+}
+
+/// Cuts a page read with `limit + 1` rows down to `limit`; the cursor after its last row (from
+/// `cursor_of`) when the extra row showed that more follow.
+pub fn next_page<T>(
+    rows: &mut Vec<T>,
+    limit: i64,
+    cursor_of: impl Fn(&T) -> String,
+) -> Option<String> {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit.max(0) as usize);
+    more.then(|| rows.last().map(cursor_of)).flatten()
 }
 
 /// Encodes the position after `(created_at, task_id)`.

@@ -159,18 +159,7 @@ impl SessionListQuery {
         };
         for (k, v) in list::parse_query(query)? {
             match k.as_str() {
-                "limit" => {
-                    q.limit = v
-                        .parse::<i64>()
-                        .ok()
-                        .filter(|n| (1..=list::MAX_LIMIT).contains(n))
-                        .ok_or_else(|| {
-                            ApiError::invalid_field(
-                                "limit",
-                                format!("must be an integer in 1..={}", list::MAX_LIMIT),
-                            )
-                        })?;
-                }
+                "limit" => q.limit = list::parse_limit(&v)?,
                 "cursor" => {
                     q.cursor = Some(list::decode_cursor(&v)?);
                 }

@@ -516,7 +516,15 @@ pub enum ListScope<'a> {
     All,
 }
 
-impl ListScope<'_> {
+impl<'a> ListScope<'a> {
+    /// What `principal` may list: operators every row, anyone else its own.
+    pub fn of(principal: &'a crate::auth::Principal) -> Self {
+        match principal.role {
+            crate::auth::Role::Operator => Self::All,
+            _ => Self::Owner(principal.id.as_deref()),
+        }
+    }
+
     /// The owner predicate as an equality or `IS NULL`, so every dialect can use an index on it.
     pub(crate) fn push(&self, b: &mut super::Builder) {
         match self {
