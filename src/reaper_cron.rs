@@ -51,47 +51,13 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         ..Default::default()
     };
     let elapsed = || platform::now_ms() - started;
+    // 1–3 release claims in D1; their sessions are told even when a later page fails, so an
+    // object never keeps a claim D1 let go of because the tick stopped half way.
     let mut notify: Vec<SessionTask> = Vec::new();
-
-    // 1. Leases granted and never acknowledged go back to the queue (fencing out the silent holder).
-    for page in 1.. {
-        let id = reaper::page_id(&tick_id, "requeue", page);
-        let t = page_tick(&id);
-        let back = store.requeue_unacked_leases(&t, cut.lease_ack).await?;
-        s.requeued += back.len();
-        s.pages += 1;
-        if !reaper::another_page(back.len(), page, elapsed()) {
-            s.truncated |= back.len() as i64 >= reaper::PAGE;
-            break;
-        }
-    }
-
-    // 2. Silent running runs fail as stalled; each page releases exactly their claims.
-    let cutoffs = StaleCutoffs {
-        held: cut.held,
-        queued: cut.queued,
-    };
-    for page in 1.. {
-        let id = reaper::page_id(&tick_id, "reap", page);
-        let t = page_tick(&id);
-        let report = store.reap_stale(&t, &cutoffs).await?;
-        let rows = report.reaped.len();
-        absorb(&mut s, &mut notify, &report);
-        s.reaped += rows;
-        s.pages += 1;
-        if !reaper::another_page(rows, page, elapsed()) {
-            s.truncated |= rows as i64 >= reaper::PAGE;
-            break;
-        }
-    }
-
-    // 3. Parked runs whose checkpoint expired (one page a tick).
-    let id = reaper::page_id(&tick_id, "parked", 1);
-    let t = page_tick(&id);
-    let report = store.fail_parked_with_expired_checkpoint(&t).await?;
-    s.parked_expired += report.reaped.len();
-    absorb(&mut s, &mut notify, &report);
-    s.pages += 1;
+    let released = release_passes(cx, &mut s, &mut notify, &cut, started).await;
+    cx.fail.hit("reaper.before_notify").await;
+    tell_sessions(cx, &mut s, &notify).await;
+    released?;
 
     // 4. Leader runs no replica settled.
     let id = reaper::page_id(&tick_id, "leaders", 1);
@@ -174,22 +140,13 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         limit: reaper::SWEEP_WINDOW,
     };
     let swept = store.sweep_claims(&id, &window).await?;
+    let mut notify = Vec::new();
     absorb(&mut s, &mut notify, &swept.report);
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
 
-    // 8. Tell each session object whose claim was released.
-    cx.fail.hit("reaper.before_notify").await;
-    for pair in reaper::to_notify(&notify) {
-        let call = SessionCall::RunEnded {
-            task_id: pair.task_id.clone(),
-        };
-        s.sessions_told += 1;
-        if let Err(f) = client::call(cx, &pair.session_id, &call).await {
-            s.notify_failures += 1;
-            worker::console_error!("reaper: telling session {} failed: {f:?}", pair.session_id);
-        }
-    }
+    // 8. Tell each session object whose claim the sweep released.
+    tell_sessions(cx, &mut s, &notify).await;
 
     // 9. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
     //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
@@ -232,6 +189,78 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         )
         .await?;
     Ok(s)
+}
+
+/// Passes 1–3, which release claims in D1: every claim released is in `notify` when this returns,
+/// whether or not a later page failed.
+async fn release_passes(
+    cx: &Cx,
+    s: &mut TickSummary,
+    notify: &mut Vec<SessionTask>,
+    cut: &Cutoffs,
+    started: i64,
+) -> Result<(), Failure> {
+    let store = cx.store()?;
+    let elapsed = || platform::now_ms() - started;
+    let tick_id = s.tick_id.clone();
+
+    // 1. Leases granted and never acknowledged go back to the queue (fencing out the silent holder).
+    for page in 1.. {
+        let id = reaper::page_id(&tick_id, "requeue", page);
+        let t = page_tick(&id);
+        let back = store.requeue_unacked_leases(&t, cut.lease_ack).await?;
+        s.requeued += back.len();
+        s.pages += 1;
+        if !reaper::another_page(back.len(), page, elapsed()) {
+            s.truncated |= back.len() as i64 >= reaper::PAGE;
+            break;
+        }
+    }
+
+    // 2. Silent running runs fail as stalled; each page releases exactly their claims.
+    let cutoffs = StaleCutoffs {
+        held: cut.held,
+        queued: cut.queued,
+    };
+    for page in 1.. {
+        let id = reaper::page_id(&tick_id, "reap", page);
+        let t = page_tick(&id);
+        let report = store.reap_stale(&t, &cutoffs).await?;
+        let rows = report.reaped.len();
+        absorb(s, notify, &report);
+        s.reaped += rows;
+        s.pages += 1;
+        if !reaper::another_page(rows, page, elapsed()) {
+            s.truncated |= rows as i64 >= reaper::PAGE;
+            break;
+        }
+    }
+
+    // 3. Parked runs whose checkpoint expired (one page a tick).
+    let id = reaper::page_id(&tick_id, "parked", 1);
+    let t = page_tick(&id);
+    let report = store.fail_parked_with_expired_checkpoint(&t).await?;
+    s.parked_expired += report.reaped.len();
+    absorb(s, notify, &report);
+    s.pages += 1;
+
+    Ok(())
+}
+
+/// Tells each session whose claim a pass released (`RunEnded`: its object forgets the claim and
+/// ends the run's streams). A notice that fails is counted and logged; the object's own alarm looks
+/// at D1 again later, so a lost notice delays the object's view, never a submission.
+async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
+    for pair in reaper::to_notify(notify) {
+        let call = SessionCall::RunEnded {
+            task_id: pair.task_id.clone(),
+        };
+        s.sessions_told += 1;
+        if let Err(f) = client::call(cx, &pair.session_id, &call).await {
+            s.notify_failures += 1;
+            worker::console_error!("reaper: telling session {} failed: {f:?}", pair.session_id);
+        }
+    }
 }
 
 /// One page of a pass, stamped with its own id.

@@ -54,13 +54,19 @@ impl SessionDo {
             (Verdict::Stale { .. }, Some(row)) if sema_core::status::is_parked(&row.status) => {
                 // A park nothing can resume: the next submission takes the session over (the
                 // takeover writes the SPEC reason and admits in one batch). Until then, the 409
-                // says its decision cannot be located.
+                // says its decision cannot be located. The cron's reaper expires such a run and
+                // tells this object; in case that notice is lost, look at the row again one
+                // held-run cutoff from now (the claim itself stays due, so a submission judges it).
                 let mut state = self.load().await?;
                 if let Some(c) = state.claim.as_mut() {
                     c.recheck_at = now;
                     c.gate_kind = None;
                 }
                 self.save(state).await?;
+                self.state
+                    .storage()
+                    .set_alarm(staleness.held_ms.max(1_000))
+                    .await?;
             }
             (Verdict::Stale { .. }, Some(row)) => {
                 let failed = store

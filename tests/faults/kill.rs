@@ -622,6 +622,48 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
         panic!("reaper.before_notify: the session is held by {b} after its run was reaped")
     });
 
+    // ---- a parked run expired by the reaper, its object never told and never asked again ----
+    // The object's alarm has already judged the gate expired (a park nothing can resume) when the
+    // reaper expires the run in D1 and dies before telling the object. No submission follows: the
+    // object must let the claim go on its own (its alarm looks at the row again).
+    let session = format!("kill-{tag}-parked");
+    let queue = queue_of(&session);
+    h.kill();
+    h.start_with(",reaper.before_notify", &["RUN_STALE_SEC:2"]);
+    let task = submit(&h.api(), &session, None, None).json()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let epoch = h.lease(&queue, &task);
+    let r = h.runner().must(
+        "POST",
+        &format!("/v1/runs/{task}/park"),
+        Some(
+            &json!({"runnerId": "killer", "leaseEpoch": epoch, "expiresInSec": 1,
+                     "gate": {"kind": "human", "card": {"q": "soon?"}}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "park: {}", r.body);
+    // Past the gate's expiry and the object's first look at it (its alarm, RUN_STALE_SEC after
+    // admission).
+    std::thread::sleep(Duration::from_secs(4));
+    h.kill_at("reaper.before_notify", |api, _| {
+        api.send("GET", "/__scheduled?cron=*+*+*+*+*", None, &[])
+    });
+    h.assert_invariants("reaper.before_notify (parked)");
+    let run = h.run(&task).unwrap();
+    assert!(!is_active(&run.status), "the reaper expired it: {run:?}");
+    assert_eq!(h.snapshot().claims.get(&session), None);
+    let start = std::time::Instant::now();
+    while h.api().object_claim(&session).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "reaper.before_notify (parked): the object still names {task} 20 s after D1 let it go"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    h.assert_object_agrees(&session, "reaper.before_notify (parked)");
+
     // ---- finally: everything still holds after one more tick ----
     h.api().cron();
     h.assert_invariants("the last tick");

@@ -50,9 +50,14 @@ struct Config {
     #[arg(long, value_enum, default_value_t = Transport::Auto)]
     transport: Transport,
     /// An idle WebSocket sends a keepalive after this long without a frame (the runtime answers
-    /// it without waking the dispatcher); no answer within as long again: the socket is given up.
+    /// it without waking the dispatcher).
     #[arg(long, default_value_t = 30_000)]
     keepalive_ms: u64,
+    /// A keepalive unanswered this long means the socket is half-open: it is given up (reconnected,
+    /// or the long-poll takes over). Separate from the interval, so a short interval does not turn
+    /// a busy moment of the server into a dropped socket.
+    #[arg(long, default_value_t = 10_000)]
+    keepalive_timeout_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -73,6 +78,8 @@ struct Socket {
     /// When the last frame arrived (or the socket opened).
     heard: Instant,
     keepalive: Duration,
+    /// How long a keepalive may go unanswered.
+    keepalive_timeout: Duration,
 }
 
 /// The keepalive and its answer (`sema_core::dispatch::PING_FRAME` / `PONG_FRAME`): the runtime
@@ -113,12 +120,13 @@ impl Socket {
             pinged: None,
             heard: Instant::now(),
             keepalive: Duration::from_millis(cfg.keepalive_ms.max(1)),
+            keepalive_timeout: Duration::from_millis(cfg.keepalive_timeout_ms.max(1)),
         })
     }
 
     /// Waits up to `wait` for a lease: `Ok(None)` when none came (ask again later). A wait that
-    /// ends after the keepalive interval without a frame sends a keepalive; one unanswered for
-    /// as long again means the socket is half-open: an error (the caller reconnects or polls).
+    /// ends after the keepalive interval without a frame sends a keepalive; one unanswered past
+    /// the keepalive timeout means the socket is half-open: an error (the caller reconnects or polls).
     fn lease(&mut self, wait: Duration) -> Result<Option<Value>, String> {
         use tungstenite::Message;
         if !self.asked {
@@ -127,7 +135,10 @@ impl Socket {
                 .map_err(|e| e.to_string())?;
             self.asked = true;
         }
-        let wait = wait.min(self.keepalive).max(Duration::from_millis(100));
+        let wait = wait
+            .min(self.keepalive)
+            .min(self.keepalive_timeout)
+            .max(Duration::from_millis(100));
         self.ws
             .get_ref()
             .set_read_timeout(Some(wait))
@@ -156,7 +167,7 @@ impl Socket {
                     ) =>
                 {
                     match self.pinged {
-                        Some(at) if at.elapsed() >= self.keepalive => {
+                        Some(at) if at.elapsed() >= self.keepalive_timeout => {
                             return Err("no answer to the keepalive: the socket is half-open".into())
                         }
                         None if self.heard.elapsed() >= self.keepalive => {
@@ -216,7 +227,12 @@ impl Leases {
             match s.lease(Duration::from_millis(cfg.wait_ms)) {
                 Ok(lease) => return lease,
                 Err(e) => {
-                    eprintln!("sema-runner: WebSocket failed ({e}); long-polling");
+                    let next = if self.transport == Transport::Ws {
+                        "reconnecting"
+                    } else {
+                        "long-polling"
+                    };
+                    eprintln!("sema-runner: WebSocket failed ({e}); {next}");
                     self.socket = None;
                     self.retry_at = Instant::now()
                         + Duration::from_secs(if self.transport == Transport::Ws {
