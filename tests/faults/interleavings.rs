@@ -37,6 +37,9 @@ const SHARDS: usize = 2;
 /// Trials after which the touched sessions' objects are compared with D1 (the rest check D1 only).
 const OBJECT_CHECK_EVERY: usize = 3;
 const SESSIONS_PER_WORKER: usize = 4;
+/// How long the object may disagree with D1 after a trial: its alarm's re-check period
+/// (`RUN_STALE_SEC`, 4 s) and as long again for a loaded machine.
+const AGREE_WITHIN: Duration = Duration::from_secs(8);
 
 /// The gates a runner parks on (their decide paths: approvals for the first two, plan review).
 const PARK_KINDS: [&str; 3] = ["human", "tool_approval", "plan_review"];
@@ -767,22 +770,26 @@ fn remember(m: &mut Model, snap: &Snapshot) {
     }
 }
 
-/// The object's claim against D1's, waiting out changes in flight (an alarm, another trial's tick)
-/// for a few seconds; a disagreement that persists is a failure.
+/// The object's claim against D1's, waiting out changes in flight (an alarm, another trial's tick):
+/// a claim D1 let go of without telling the object (a notice lost or still on its way) must be
+/// let go of by the object's own alarm within one `RUN_STALE_SEC` (4 s here), so a disagreement
+/// that persists past [`AGREE_WITHIN`] is a failure.
 fn object_disagrees(api: &Api, conn: &mut rusqlite::Connection, session: &str) -> Option<String> {
     let start = Instant::now();
     loop {
         let object = api.object_claim(session);
-        let d1 = Snapshot::read(conn, Some(&[session.to_owned()]))
-            .claims
-            .get(session)
-            .cloned();
+        let snap = Snapshot::read(conn, Some(&[session.to_owned()]));
+        let d1 = snap.claims.get(session).cloned();
         if object == d1 {
             return None;
         }
-        if start.elapsed() > Duration::from_secs(5) {
+        if start.elapsed() > AGREE_WITHIN {
+            // What D1 says of the run the object names.
+            let named = object.as_ref().and_then(|t| snap.runs.get(t));
             return Some(format!(
-                "session {session}: the object's claim {object:?} and D1's {d1:?} differ for 5 s"
+                "session {session}: the object's claim {object:?} and D1's {d1:?} differ for {AGREE_WITHIN:?}; \
+                 D1 has the object's run as {:?} (status, code, error)",
+                named.map(|r| (&r.status, &r.error_code, &r.error))
             ));
         }
         std::thread::sleep(Duration::from_millis(100));

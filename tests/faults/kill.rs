@@ -623,9 +623,9 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
     });
 
     // ---- a parked run expired by the reaper, its object never told and never asked again ----
-    // The object's alarm has already judged the gate expired (a park nothing can resume) when the
-    // reaper expires the run in D1 and dies before telling the object. No submission follows: the
-    // object must let the claim go on its own (its alarm looks at the row again).
+    // The object's alarm has already seen the gate expired (left for the expiry reaper to settle)
+    // when the reaper expires the run in D1 and dies before telling the object. No submission
+    // follows: the object must let the claim go on its own (its alarm looks at the row again).
     let session = format!("kill-{tag}-parked");
     let queue = queue_of(&session);
     h.kill();
