@@ -1,9 +1,12 @@
-//! What one request's work shares, in the Worker and in a session object alike: the bindings and
-//! the D1 cost meter, and the test-only failpoints armed for it (`failpoint.rs`; none by default).
+//! What one request's work shares, in the Worker and in a session object alike: the bindings, the
+//! store's cost meter, the call's hold on the store of record (`store_backend.rs`: for PostgreSQL
+//! its one connection, opened on first use and closed when the Cx is dropped), and the test-only
+//! failpoints armed for it (`failpoint.rs`; none by default).
 
 use crate::{
-    d1::{self, D1Exec, Meter},
+    d1::Meter,
     failpoint::{self, Armed},
+    store_backend::{self, Link, StoreExec},
 };
 use sema_core::store::SqlStore;
 use std::rc::Rc;
@@ -12,6 +15,8 @@ use worker::Env;
 pub struct Cx {
     pub env: Env,
     pub meter: Rc<Meter>,
+    /// The store of record this call reaches (at most one PostgreSQL connection per Cx).
+    link: Link,
     /// The Worker request's context, for work after the response (`waitUntil`); absent in objects
     /// and the cron, which await such work instead.
     context: Option<Rc<worker::Context>>,
@@ -23,6 +28,7 @@ impl Cx {
     pub fn new(env: Env) -> Self {
         Self {
             fail: Armed::from_env(&env, None),
+            link: Link::new(&env),
             env,
             meter: Rc::new(Meter::default()),
             context: None,
@@ -58,8 +64,9 @@ impl Cx {
         }
     }
 
-    /// The run store, charging this request's meter.
-    pub fn store(&self) -> Result<SqlStore<D1Exec>, worker::Error> {
-        d1::store(&self.env, &self.meter)
+    /// The run store over the configured backend, charging this request's meter. Every store of
+    /// one Cx shares its link (so one connection at most).
+    pub fn store(&self) -> Result<SqlStore<StoreExec>, worker::Error> {
+        store_backend::store(&self.env, &self.link, &self.meter)
     }
 }

@@ -5,7 +5,7 @@
 
 use sema_core::{
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
-    store::{Executor, SqlStore},
+    store::Executor,
 };
 use std::{cell::Cell, rc::Rc};
 use wasm_bindgen::JsValue;
@@ -70,12 +70,12 @@ impl Meter {
 
 pub const METER_HEADER: &str = "x-sema-d1";
 
-/// The run store over the `DB` binding, charging `meter`.
-pub fn store(env: &Env, meter: &Rc<Meter>) -> Result<SqlStore<D1Exec>, worker::Error> {
-    Ok(SqlStore::new(D1Exec {
+/// The executor over the `DB` binding, charging `meter`.
+pub fn exec(env: &Env, meter: &Rc<Meter>) -> Result<D1Exec, worker::Error> {
+    Ok(D1Exec {
         db: env.d1("DB")?,
         meter: meter.clone(),
-    }))
+    })
 }
 
 fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError> {

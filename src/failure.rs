@@ -35,13 +35,21 @@ impl From<worker::Error> for Failure {
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        Self::Infra(format!("store: {e}"))
+        match e {
+            StoreError::Db(db) => db.into(),
+            StoreError::Corrupt(_) => Self::Infra(format!("store: {e}")),
+        }
     }
 }
 
+/// A database failure is ours (an opaque 500) unless the core names a refusal for it (a store not at
+/// the expected schema version: 503 `store.schema_mismatch`).
 impl From<DbError> for Failure {
     fn from(e: DbError) -> Self {
-        Self::Infra(format!("d1: {e}"))
+        match e.refusal() {
+            Some(refusal) => Self::Api(refusal),
+            None => Self::Infra(format!("store: {e}")),
+        }
     }
 }
 

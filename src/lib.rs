@@ -1,6 +1,6 @@
 //! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
 //!
-//! It owns transport only: the router and handlers (`http/`), the D1 executor (`d1.rs`), the session
+//! It owns transport only: the router and handlers (`http/`), the store executors (`d1.rs`, and `hyperdrive_pg.rs` for PostgreSQL through Hyperdrive with the `postgres` feature) and the choice between them (`store_backend.rs`), the session
 //! Durable Object (`session_do/`), the task-queue dispatcher object (`dispatch_do.rs`), the cron's reaper tick (`reaper_cron.rs`), the leader-run driver (`leader_driver.rs`), the ledger reads both sides share (`ledger_read.rs`), principal resolution
 //! (`auth.rs`) and the clock and entropy (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
 //! exercised by the black-box tests in `tests/` against `wrangler dev`.
@@ -21,6 +21,8 @@ mod failpoint;
 mod failure;
 #[cfg(target_arch = "wasm32")]
 mod http;
+#[cfg(all(target_arch = "wasm32", feature = "postgres"))]
+mod hyperdrive_pg;
 #[cfg(target_arch = "wasm32")]
 mod leader_driver;
 #[cfg(target_arch = "wasm32")]
@@ -31,6 +33,8 @@ mod platform;
 mod reaper_cron;
 #[cfg(target_arch = "wasm32")]
 mod session_do;
+#[cfg(target_arch = "wasm32")]
+mod store_backend;
 
 #[cfg(target_arch = "wasm32")]
 #[worker::event(fetch)]

@@ -1,6 +1,7 @@
 # PostgreSQL and MariaDB servers for the store contract suite: started on loopback in a temporary
 # directory, stopped (and their data removed) by the caller's cleanup. Sourced by scripts/test.
 #   start_databases DIR   sets SEMA_PG_URL and SEMA_MYSQL_URL; returns non-zero if a server fails
+#   start_postgres DIR    PostgreSQL alone (sets SEMA_PG_URL and SEMA_PG_PORT)
 #   stop_databases        stops both; safe to call more than once
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
@@ -9,14 +10,14 @@ _db_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
-start_databases() {
+start_postgres() {
   local dir=$1
   _db_dir="$dir"
-  mkdir -p "$dir/pg" "$dir/maria"
+  mkdir -p "$dir/pg"
   # PostgreSQL refuses to run as root: its data directory belongs to the postgres user.
   chown postgres: "$dir/pg"
   chmod 755 "$dir"
-  local pg_port my_port
+  local pg_port
   pg_port=$(_db_free_port)
   runuser -u postgres -- "$pg_bin/initdb" -D "$dir/pg/data" -U postgres --auth=trust -E UTF8 \
     --no-locale >"$dir/pg-init.log" 2>&1 || { cat "$dir/pg-init.log"; return 1; }
@@ -24,7 +25,14 @@ start_databases() {
     -o "-p $pg_port -k $dir/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
     start >"$dir/pg-start.log" 2>&1 || { cat "$dir/pg-start.log" "$dir/pg/server.log"; return 1; }
   export SEMA_PG_URL="host=127.0.0.1 port=$pg_port user=postgres dbname=postgres"
+  export SEMA_PG_PORT=$pg_port
+}
 
+start_databases() {
+  local dir=$1
+  start_postgres "$dir" || return 1
+  mkdir -p "$dir/maria"
+  local my_port
   my_port=$(_db_free_port)
   mariadb-install-db --no-defaults --datadir="$dir/maria/data" --user=root --skip-test-db \
     --auth-root-authentication-method=normal >"$dir/maria-init.log" 2>&1 ||

@@ -12,7 +12,6 @@
 //! losing nothing), and the replay waits for the reader to drain below [`QUEUE_LOW_BYTES`] before
 //! each ledger frame, so a replay is paced by its reader, not pushed as fast as D1 answers.
 
-use crate::d1;
 use futures_channel::oneshot;
 use sema_core::{
     sql::event_sql::EVENT_PAGE_MAX_BYTES,
@@ -344,7 +343,7 @@ async fn replay_events(sub: &Sub, events: &[EventRow]) -> bool {
 
 async fn replay(env: &Env, task_id: &str, sub: &Sub) -> Result<(), String> {
     // A replay is not part of any request's cost (it outlives the request that opened it).
-    let store = d1::store(env, &Default::default()).map_err(|e| e.to_string())?;
+    let store = crate::store_backend::detached_store(env).map_err(|e| e.to_string())?;
     let mut cursor = sub.borrow().state.last_sent();
     // Catch up in pages bounded in count and bytes. A full page (either bound) reads on at once;
     // a short one is checked against the run's counter, so a page cut by bytes or overtaken by

@@ -1,7 +1,8 @@
 //! Sessions as a whole, black-box: `GET /v1/sessions` (keyset pages, ownership), `GET` and
 //! `DELETE /v1/sessions/{id}`, and the cron's retention pass. The local Worker runs with
 //! `RETENTION_DAYS=1`; a run is aged out of band through its local D1 (`wrangler d1 execute
-//! --persist-to SEMA_LOCAL_STATE`, as an operator's manual SQL would), then one cron tick runs.
+//! --persist-to SEMA_LOCAL_STATE`, or psql on `SEMA_LOCAL_PG` for the PostgreSQL Worker, as an operator's
+//! manual SQL would), then one cron tick runs.
 //! Ownership across principals is checked on the bearer-token Worker (`SEMA_TOKEN_URL`).
 
 use crate::helpers::{running_conflict_body, unique, Client, Resp};
@@ -224,8 +225,13 @@ fn with_bearer_tokens_alice_neither_sees_nor_deletes_bobs_sessions() {
     }
 }
 
-/// Runs one statement against the local Worker's D1, out of band; the rows it returns.
-fn d1(sql: &str) -> Vec<Value> {
+/// Runs one statement against the local Worker's store of record, out of band; the rows it returns
+/// (only their number is read). PostgreSQL when `SEMA_LOCAL_PG` names the Worker's database (a psql
+/// connection string), else the Worker's local D1 under `SEMA_LOCAL_STATE`.
+fn store_sql(sql: &str) -> Vec<Value> {
+    if let Ok(url) = std::env::var("SEMA_LOCAL_PG") {
+        return pg(&url, sql);
+    }
     let state = std::env::var("SEMA_LOCAL_STATE")
         .expect("SEMA_LOCAL_STATE is not set: run through scripts/test");
     let out = Command::new("npx")
@@ -252,6 +258,24 @@ fn d1(sql: &str) -> Vec<Value> {
     v[0]["results"].as_array().cloned().unwrap_or_default()
 }
 
+/// [`store_sql`] on PostgreSQL through psql: one value per row, its columns joined by `|`.
+fn pg(url: &str, sql: &str) -> Vec<Value> {
+    let out = Command::new("psql")
+        .args([url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| Value::String(l.to_owned()))
+        .collect()
+}
+
 #[test]
 fn the_retention_tick_deletes_old_terminal_runs_and_never_an_active_one() {
     let c = Client::as_principal(&unique("sess-retain"));
@@ -266,7 +290,7 @@ fn the_retention_tick_deletes_old_terminal_runs_and_never_an_active_one() {
     // Both last written two days ago (RETENTION_DAYS is 1); the live run's heartbeat stays fresh,
     // so no stale reaper fails it in the same tick.
     let two_days = 2 * 86_400_000;
-    d1(&format!(
+    store_sql(&format!(
         "UPDATE task_run SET updated_at = updated_at - {two_days}, created_at = created_at - {two_days} \
          WHERE task_id IN ('{old}', '{live}')"
     ));
@@ -274,8 +298,8 @@ fn the_retention_tick_deletes_old_terminal_runs_and_never_an_active_one() {
     assert_eq!(tick.status, 200, "scheduled route: {}", tick.body);
     c.get(&format!("/v1/runs/{old}"))
         .assert_refusal(404, "not_found");
-    assert!(d1(&format!("SELECT 1 FROM run_event WHERE task_id = '{old}'")).is_empty());
-    assert!(d1(&format!(
+    assert!(store_sql(&format!("SELECT 1 FROM run_event WHERE task_id = '{old}'")).is_empty());
+    assert!(store_sql(&format!(
         "SELECT 1 FROM idempotency_key WHERE task_id = '{old}'"
     ))
     .is_empty());

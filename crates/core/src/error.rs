@@ -41,11 +41,12 @@ pub enum ErrorCode {
     TooManyWaiting,
     UpgradeRequired,
     SessionLeaderRunning,
+    StoreSchemaMismatch,
 }
 
 impl ErrorCode {
     /// The whole catalogue, in the order of the documented table.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         Self::InvalidJson,
         Self::InvalidRequest,
         Self::Unauthorized,
@@ -76,6 +77,7 @@ impl ErrorCode {
         Self::TooManyWaiting,
         Self::UpgradeRequired,
         Self::SessionLeaderRunning,
+        Self::StoreSchemaMismatch,
     ];
 
     /// The stable wire code (`errorCode`).
@@ -111,6 +113,7 @@ impl ErrorCode {
             Self::TooManyWaiting => "runner.too_many_waiting",
             Self::UpgradeRequired => "runner.upgrade_required",
             Self::SessionLeaderRunning => "conflict.session_leader_running",
+            Self::StoreSchemaMismatch => "store.schema_mismatch",
         }
     }
 
@@ -139,7 +142,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
             Self::Internal => 500,
-            Self::AuthNotConfigured => 503,
+            Self::AuthNotConfigured | Self::StoreSchemaMismatch => 503,
             Self::TooManyStreams | Self::SteerQueueFull | Self::TooManyWaiting => 429,
             Self::HeaderTooLarge => 431,
             Self::UpgradeRequired => 426,
@@ -354,6 +357,19 @@ impl ApiError {
             format!("session is a child of leader run {leader_run_id}, which is still running; nothing was deleted \u{2014} delete it once the leader run has settled (GET /v1/leader/runs/{leader_run_id}), or cancel the leader run first"),
         )
         .with("leaderRunId", leader_run_id)
+    }
+
+    /// The store of record is not at the schema version the code expects: nothing is served from
+    /// it until the migrations are applied (a deployment's fault, never the caller's; retryable).
+    pub fn schema_mismatch(expected: i64, found: i64) -> Self {
+        Self::new(
+            ErrorCode::StoreSchemaMismatch,
+            format!(
+                "the database schema is at version {found}, this deployment needs version {expected}: apply the migrations"
+            ),
+        )
+        .with("expectedVersion", &expected)
+        .with("foundVersion", &found)
     }
 
     pub fn internal() -> Self {

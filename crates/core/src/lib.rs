@@ -27,6 +27,7 @@ pub mod reaper;
 pub mod route;
 pub mod run;
 pub mod runner_wire;
+pub mod schema;
 pub mod session_protocol;
 pub mod sessions;
 pub mod sql;

@@ -319,6 +319,9 @@ pub enum DbError {
     /// A UNIQUE or PRIMARY KEY constraint refused a write to `table`. The table is enough: every
     /// insert the store makes can only collide on one key of its table.
     Duplicate { table: String },
+    /// The database's schema is not the version this code was written for (see [`crate::schema`]):
+    /// nothing is served from it until the migrations are applied.
+    SchemaMismatch { expected: i64, found: i64 },
     /// Anything else: an infrastructure failure.
     Other(String),
 }
@@ -327,12 +330,30 @@ impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Duplicate { table } => write!(f, "duplicate key in {table}"),
+            Self::SchemaMismatch { expected, found } => write!(
+                f,
+                "the database schema is at version {found}, this code needs version {expected}"
+            ),
             Self::Other(m) => f.write_str(m),
         }
     }
 }
 
 impl std::error::Error for DbError {}
+
+impl DbError {
+    /// The refusal a caller sees for this failure when it is a deployment's state rather than an
+    /// outage of ours: a schema mismatch is a 503 `store.schema_mismatch` saying what to apply.
+    /// `None`: an infrastructure failure (an opaque 500) or a duplicate the store decides from.
+    pub fn refusal(&self) -> Option<crate::ApiError> {
+        match self {
+            Self::SchemaMismatch { expected, found } => {
+                Some(crate::ApiError::schema_mismatch(*expected, *found))
+            }
+            Self::Duplicate { .. } | Self::Other(_) => None,
+        }
+    }
+}
 
 /// Duplicate-key detection, SQLite / D1: the message `UNIQUE constraint failed: <table>.<column>`
 /// (D1 wraps it in its own prefix and suffix). Returns the table.
@@ -349,6 +370,25 @@ pub fn sqlite_duplicate(message: &str) -> Option<String> {
 /// Duplicate-key detection, PostgreSQL: SQLSTATE `23505` (unique_violation).
 pub fn postgres_is_duplicate(sqlstate: &str) -> bool {
     sqlstate == "23505"
+}
+
+/// Classifies a PostgreSQL error from its SQLSTATE (absent when the failure is not the server's, e.g.
+/// a broken connection), the table the server names, and its text. A unique violation is
+/// [`DbError::Duplicate`]; everything else, serialization failures included (`40001`, which the
+/// store's plans never provoke at the default READ COMMITTED), is [`DbError::Other`] for the caller's
+/// infrastructure path. Both executors (the native test one and the Worker's) use this, so the store
+/// decides the same way on either.
+pub fn classify_postgres_error(
+    sqlstate: Option<&str>,
+    table: Option<&str>,
+    text: String,
+) -> DbError {
+    match sqlstate {
+        Some(code) if postgres_is_duplicate(code) => DbError::Duplicate {
+            table: table.unwrap_or_default().to_owned(),
+        },
+        _ => DbError::Other(text),
+    }
 }
 
 /// Duplicate-key detection, MySQL / MariaDB: error 1062 (`ER_DUP_ENTRY`).
@@ -477,6 +517,24 @@ mod tests {
             Some("leader_run")
         );
         assert_eq!(sqlite_duplicate("NOT NULL constraint failed: t.c"), None);
+    }
+
+    #[test]
+    fn postgres_unique_violations_name_their_table_and_all_else_is_infrastructure() {
+        assert_eq!(
+            classify_postgres_error(Some("23505"), Some("task_active"), "dup".into()),
+            DbError::Duplicate {
+                table: "task_active".into()
+            }
+        );
+        assert_eq!(
+            classify_postgres_error(Some("40001"), None, "serialize".into()),
+            DbError::Other("serialize".into())
+        );
+        assert_eq!(
+            classify_postgres_error(None, None, "connection closed".into()),
+            DbError::Other("connection closed".into())
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use bytes::{BufMut, BytesMut};
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use sema_core::{
-    sql::{postgres_is_duplicate, DbError, Dialect, Outcome, Row, SqlValue, Stmt},
+    sql::{classify_postgres_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt},
     store::Executor,
 };
 use std::cell::RefCell;
@@ -63,12 +63,12 @@ impl ToSql for Param<'_> {
 }
 
 fn db_err(e: postgres::Error) -> DbError {
-    match e.as_db_error() {
-        Some(db) if postgres_is_duplicate(db.code().code()) => DbError::Duplicate {
-            table: db.table().unwrap_or_default().to_owned(),
-        },
-        _ => DbError::Other(e.to_string()),
-    }
+    let db = e.as_db_error();
+    classify_postgres_error(
+        db.map(|d| d.code().code()),
+        db.and_then(|d| d.table()),
+        e.to_string(),
+    )
 }
 
 fn to_json(row: &postgres::Row) -> Row {

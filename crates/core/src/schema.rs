@@ -1,0 +1,92 @@
+//! The schema version this code was written for, and the judgement of what a database reports.
+//!
+//! The schema lives in `schema/<dialect>/NNNN_<name>.sql`, the same numbered files in each dialect;
+//! the version is the number of the last file. D1 records the files applied in wrangler's own
+//! `d1_migrations`; PostgreSQL records them in [`POSTGRES_LEDGER`], written by `scripts/migrate-postgres`
+//! in the same transaction as each file. An adapter reads the recorded version once (per isolate)
+//! before it serves from a database and refuses with [`DbError::SchemaMismatch`] when it differs.
+
+use crate::sql::{DbError, Stmt};
+
+/// The schema version the store's statements expect: the last migration file's number.
+pub const VERSION: i64 = 5;
+
+/// PostgreSQL's migration ledger: one row per applied file (`version`, `name`, `applied_at`).
+pub const POSTGRES_LEDGER: &str = "sema_schema_migrations";
+
+/// The highest version the PostgreSQL ledger records (0 when it is empty).
+pub fn postgres_version() -> Stmt {
+    Stmt::new(
+        "SELECT COALESCE(MAX(version), 0)::BIGINT AS version FROM sema_schema_migrations",
+        vec![],
+    )
+}
+
+/// SQLSTATE `42P01` (undefined_table) on reading the ledger: no migration was ever applied.
+pub fn postgres_ledger_missing(sqlstate: &str) -> bool {
+    sqlstate == "42P01"
+}
+
+/// The version a migration file's name carries (`0005_leader_children.sql` → 5).
+pub fn file_version(name: &str) -> Option<i64> {
+    let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Whether a database at version `found` may be served from.
+pub fn judge(found: i64) -> Result<(), DbError> {
+    if found == VERSION {
+        Ok(())
+    } else {
+        Err(DbError::SchemaMismatch {
+            expected: VERSION,
+            found,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn versions(dialect: &str) -> Vec<i64> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../schema")
+            .join(dialect);
+        let mut out: Vec<i64> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|f| file_version(&f.ok()?.file_name().to_string_lossy()))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn the_expected_version_is_the_last_migration_file_of_every_dialect() {
+        for d in ["sqlite", "postgres", "mysql"] {
+            let v = versions(d);
+            assert_eq!(v, (1..=VERSION).collect::<Vec<_>>(), "schema/{d}");
+        }
+    }
+
+    #[test]
+    fn only_the_expected_version_is_served_from() {
+        assert_eq!(judge(VERSION), Ok(()));
+        for found in [0, VERSION - 1, VERSION + 1] {
+            assert_eq!(
+                judge(found),
+                Err(DbError::SchemaMismatch {
+                    expected: VERSION,
+                    found
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn file_names_carry_their_version() {
+        assert_eq!(file_version("0005_leader_children.sql"), Some(5));
+        assert_eq!(file_version("README"), None);
+    }
+}
