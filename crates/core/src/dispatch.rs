@@ -57,9 +57,10 @@ pub struct Ready {
     pub task_id: String,
 }
 
-/// A call from the Worker to a queue's dispatcher.
+/// A call from the Worker to a queue's dispatcher; externally tagged, as
+/// [`crate::session_protocol::SessionCall`] is (internal, parsed without buffering).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum DispatchCall {
     /// A runner waits up to `wait_ms` for a run of `queue` (the object's own queue).
     Wait {
@@ -80,9 +81,9 @@ pub enum DispatchCall {
     Stats,
 }
 
-/// The dispatcher's answer.
+/// The dispatcher's answer; tagged as [`DispatchCall`] is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "reply", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum DispatchReply {
     /// A run offered to this runner: its request leases it (the fenced compare-and-set) and says so
     /// with [`DispatchCall::Taken`].
@@ -314,10 +315,29 @@ pub const PONG_FRAME: &str = r#"{"type":"pong"}"#;
 
 /// A frame a runner sends on its WebSocket: `{"type":"ready"}` — it wants one run (again after
 /// each run it finished or gave up).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunnerFrame {
     Ready,
+}
+
+/// Parsed as an object with a `type` field, other fields ignored, as serde's internal tagging
+/// would, but streaming: the derived form buffers the frame first (and costs code size).
+impl<'de> Deserialize<'de> for RunnerFrame {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Kind {
+            Ready,
+        }
+        #[derive(Deserialize)]
+        struct Frame {
+            #[serde(rename = "type")]
+            kind: Kind,
+        }
+        let Frame { kind: Kind::Ready } = Frame::deserialize(d)?;
+        Ok(RunnerFrame::Ready)
+    }
 }
 
 /// The frame the dispatcher pushes with a lease the dispatcher itself wrote for the socket's
