@@ -12,7 +12,9 @@ def load(path):
     rows = [json.loads(line) for line in open(path) if line.strip()]
     by = defaultdict(list)
     for r in rows:
-        by[r["scenario"]].append(r)
+        # The PostgreSQL Worker's lines (section 11) are kept apart, so every other section stays D1's.
+        prefix = "pg:" if r.get("target") == "pg-direct" else ""
+        by[prefix + r["scenario"]].append(r)
     return by
 
 
@@ -279,6 +281,47 @@ def floor_section(by):
     return out
 
 
+def postgres_section(by):
+    """D1 beside PostgreSQL (issue 16): the same scenarios on the D1 Worker and on the PostgreSQL one."""
+    out = ["## 11. D1 beside PostgreSQL (through Hyperdrive)", ""]
+    pg = (by.get("postgres") or [{}])[0]
+    if not by.get("pg:admission"):
+        return out + ["No PostgreSQL lines in this run" + (f" ({pg.get('error')})" if pg.get("error") else "") + ".", ""]
+    out += [
+        f"The same Worker built with the `postgres` feature (`build-pg/`), under `wrangler dev --env postgres`, its Hyperdrive "
+        f"binding's local connection string pointing at PostgreSQL {pg.get('server')} started by the bench on loopback; "
+        "measured on its own workerd socket (pg-direct) right after the D1 Worker's workerd-direct lines, one at a time. "
+        "Locally Hyperdrive does not pool: every Worker request, object call and cron tick opens its own connection "
+        "(a new server backend), which a deployment's pooled Hyperdrive spares; each batch is one pipelined transaction.",
+        "",
+    ]
+    d1 = lambda scen: pick(by.get(scen, []), target="workerd-direct")
+    pgr = lambda scen: by.get("pg:" + scen, [])
+    rows = []
+    for a in pgr("admission"):
+        b = next(iter(pick(d1("admission"), concurrency=a["concurrency"])), None)
+        rows.append([f"admission, c={a['concurrency']}", "per s", b and b["per_s"], a["per_s"]])
+        rows.append([f"admission, c={a['concurrency']}", "p50 / p99 ms",
+                     b and f"{fmt(b['p50_ms'])} / {fmt(b['p99_ms'])}", f"{fmt(a['p50_ms'])} / {fmt(a['p99_ms'])}"])
+    for name, scen, key in [("409 under 100 simultaneous submits", "contention", None),
+                            ("append → SSE receipt", "events-latency", None),
+                            ("submit → lease, long-poll, new sessions", "dispatch-latency", "new"),
+                            ("submit → lease, WebSocket, new sessions", "dispatch-latency-ws", "new")]:
+        a = next(iter(pick(pgr(scen), session=key) if key else pgr(scen)), None)
+        b = next(iter(pick(d1(scen), session=key) if key else d1(scen)), None)
+        if a:
+            rows.append([name, "p50 / p99 ms", b and f"{fmt(b['p50_ms'])} / {fmt(b['p99_ms'])}",
+                         f"{fmt(a['p50_ms'])} / {fmt(a['p99_ms'])}"])
+        if a and scen == "contention":
+            rows.append([name, "sessions with exactly one 202",
+                         b and f"{b['sessions_with_exactly_one_accepted']} of {b['sessions']}",
+                         f"{a['sessions_with_exactly_one_accepted']} of {a['sessions']}"])
+    errors = sum(r.get("errors", 0) for k, v in by.items() if k.startswith("pg:") for r in v)
+    out += [table(["scenario", "figure", "D1 (workerd-direct)", "PostgreSQL (pg-direct)"], rows), "",
+            f"Errors on the PostgreSQL Worker across these scenarios: {errors}.", ""]
+    return out
+
+
 def chart(by, path):
     """Grouped bars: admissions/s by concurrency for each target, with each target's ceiling noted."""
     targets = [("workerd-direct", "#1f77b4"), ("wrangler-dev", "#ff7f0e"), ("peer", "#2ca02c")]
@@ -442,6 +485,7 @@ def main():
         *leader_section(by),
         *queues_section(by),
         *floor_section(by),
+        *postgres_section(by),
     ]
     open(md_path, "w").write("\n".join(md))
     chart(by, svg_path)

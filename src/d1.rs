@@ -2,14 +2,25 @@
 //!
 //! Integers are bound as JS numbers and must lie within ±2^53 (checked: D1 would otherwise round them
 //! silently). A batch runs as one transaction: it commits whole or not at all.
+//!
+//! Before its first statement in an isolate, the executor reads wrangler's migration ledger and
+//! refuses with [`DbError::SchemaMismatch`] (a 503 `store.schema_mismatch`) unless the database is
+//! at [`schema::VERSION`]. A mismatch is not remembered, so applying the migrations heals at once.
 
 use sema_core::{
+    schema,
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
     store::Executor,
 };
 use std::{cell::Cell, rc::Rc};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, D1Result, Env};
+
+thread_local! {
+    /// Set once this isolate has seen the D1 database at [`schema::VERSION`] (an isolate is
+    /// single-threaded; the flag only spares the ledger read on later calls).
+    static SCHEMA_CHECKED: Cell<bool> = const { Cell::new(false) };
+}
 
 /// D1 as the store's executor (SQLite dialect), counting what it costs.
 pub struct D1Exec {
@@ -122,6 +133,30 @@ fn outcome(result: &D1Result, meter: &Meter) -> Result<Outcome, DbError> {
     Ok(Outcome { rows, changes })
 }
 
+impl D1Exec {
+    /// Refuses a database whose ledger is not at [`schema::VERSION`] (read once per isolate). The
+    /// read is the isolate's cost, not the operation's: it is not charged to the request's meter,
+    /// so the `x-sema-d1` figures stay the operation's own.
+    async fn check_schema(&self) -> Result<(), DbError> {
+        if SCHEMA_CHECKED.with(Cell::get) {
+            return Ok(());
+        }
+        let found = match prepare(&self.db, &schema::d1_applied())?.all().await {
+            Ok(result) => {
+                let rows: Vec<Row> = result.results().map_err(to_db_error)?;
+                schema::d1_version(rows.iter().filter_map(|r| r.get("name")?.as_str()))
+            }
+            Err(e) => match to_db_error(e) {
+                DbError::Other(text) if schema::d1_ledger_missing(&text) => 0,
+                other => return Err(other),
+            },
+        };
+        schema::judge(found)?;
+        SCHEMA_CHECKED.with(|c| c.set(true));
+        Ok(())
+    }
+}
+
 impl Executor for D1Exec {
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
@@ -132,12 +167,14 @@ impl Executor for D1Exec {
             .iter()
             .map(|s| prepare(&self.db, s))
             .collect::<Result<Vec<_>, _>>()?;
+        self.check_schema().await?;
         self.meter.add(1, stmts.len() as u32);
         let results = self.db.batch(prepared).await.map_err(to_db_error)?;
         results.iter().map(|r| outcome(r, &self.meter)).collect()
     }
 
     async fn run(&self, stmt: &Stmt) -> Result<Outcome, DbError> {
+        self.check_schema().await?;
         self.meter.add(1, 1);
         let result = prepare(&self.db, stmt)?.all().await.map_err(to_db_error)?;
         outcome(&result, &self.meter)

@@ -7,10 +7,11 @@
 //! crossing requests, and two requests on one connection would interleave their transactions.
 //! Hyperdrive pools the server side, so a connection per call is the platform's intended shape.
 //!
-//! Transactions. A batch is `BEGIN`; its statements in order; `COMMIT` — or `ROLLBACK` at the first
-//! failure, so it commits whole or not at all, as a D1 batch does. Batches on one link are serialised
-//! by an async mutex held for the whole transaction, so no other batch's statement lands inside it
-//! (the Worker is single-threaded; the mutex orders the awaits of one call's concurrent futures).
+//! Transactions. A batch is `BEGIN`; its statements in order; `COMMIT`, pipelined: all of it goes
+//! out at once and costs one round trip, and the first failure turns the `COMMIT` into a rollback,
+//! so it commits whole or not at all, as a D1 batch does (see [`transaction`]). Batches on one link
+//! are serialised by an async mutex held for the whole transaction, so no other batch's statement
+//! lands inside it (the Worker is single-threaded; the mutex orders one call's concurrent futures).
 //! Isolation is the server's default, READ COMMITTED, exactly as the native contract suite runs it.
 //!
 //! Bounds. Every statement is bounded by the server (`statement_timeout`, and an idle transaction by
@@ -22,7 +23,11 @@
 
 use crate::d1::Meter;
 use bytes::{BufMut, BytesMut};
-use futures_util::{future::Either, lock::Mutex};
+use futures_util::{
+    future::{join_all, Either},
+    lock::Mutex,
+    TryStreamExt,
+};
 use sema_core::{
     schema,
     sql::{classify_postgres_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt},
@@ -30,7 +35,7 @@ use sema_core::{
 };
 use std::{cell::Cell, rc::Rc, time::Duration};
 use tokio_postgres::{
-    types::{to_sql_checked, IsNull, ToSql, Type},
+    types::{to_sql_checked, Format, IsNull, ToSql, Type},
     Client,
 };
 use worker::{postgres_tls::PassthroughTls, Env, SecureTransport, Socket};
@@ -149,38 +154,33 @@ async fn check_schema(client: &Client) -> Result<(), DbError> {
     Ok(())
 }
 
-/// Binds a [`SqlValue`] as whatever type the server inferred for the placeholder.
+/// Binds a [`SqlValue`] in text form, as an untyped literal: each statement goes out as
+/// `query_typed` with every parameter typed `unknown`, so the server infers each type exactly as
+/// it would when preparing (the native suite's path) and parses the text as that type, without a
+/// round trip to describe the statement first. Encoding never fails: a value's text is its bytes.
 #[derive(Debug)]
 struct Param<'a>(&'a SqlValue);
 
 impl ToSql for Param<'_> {
     fn to_sql(
         &self,
-        ty: &Type,
+        _: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match self.0 {
-            SqlValue::Null => Ok(IsNull::Yes),
-            SqlValue::Int(n) => match *ty {
-                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
-                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
-                Type::INT8 => n.to_sql(ty, out),
-                Type::BOOL => (*n != 0).to_sql(ty, out),
-                _ => Err(format!("cannot bind an integer as {ty}").into()),
-            },
-            SqlValue::Text(t) => {
-                // jsonb's binary form is a version byte, then the text.
-                if *ty == Type::JSONB {
-                    out.put_u8(1);
-                }
-                out.put_slice(t.as_bytes());
-                Ok(IsNull::No)
-            }
+            SqlValue::Null => return Ok(IsNull::Yes),
+            SqlValue::Int(n) => out.put_slice(n.to_string().as_bytes()),
+            SqlValue::Text(t) => out.put_slice(t.as_bytes()),
         }
+        Ok(IsNull::No)
     }
 
     fn accepts(_: &Type) -> bool {
         true
+    }
+
+    fn encode_format(&self, _: &Type) -> Format {
+        Format::Text
     }
 
     to_sql_checked!();
@@ -204,54 +204,78 @@ fn to_json(row: &tokio_postgres::Row) -> Result<Row, DbError> {
     Ok(out)
 }
 
-/// The statements of one open transaction, in order; the first failure stops them.
-async fn statements(client: &Client, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
-    let mut outs = Vec::with_capacity(stmts.len());
+/// The most parameters one statement may bind (the protocol counts them in 16 bits).
+const MAX_PARAMS: usize = i16::MAX as usize;
+
+/// What could make the driver refuse a statement before sending it. Checked for the whole batch
+/// before anything is sent, because the batch is pipelined with its `COMMIT` (see [`transaction`]):
+/// a statement refused locally would otherwise leave the rest to commit without it.
+fn sendable(stmts: &[Stmt]) -> Result<(), DbError> {
     for s in stmts {
-        let params: Vec<Param<'_>> = s.params.iter().map(Param).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        if s.is_query() {
-            let rows = client.query(s.sql.as_ref(), &refs).await.map_err(db_err)?;
-            if rows.len() > MAX_ROWS {
-                return Err(other("query", format!("more than {MAX_ROWS} rows")));
-            }
-            outs.push(Outcome {
-                rows: rows.iter().map(to_json).collect::<Result<_, _>>()?,
-                changes: 0,
-            });
-        } else {
-            let changes = client
-                .execute(s.sql.as_ref(), &refs)
-                .await
-                .map_err(db_err)?;
-            outs.push(Outcome {
-                rows: vec![],
-                changes,
-            });
+        if s.sql.contains('\0') {
+            return Err(other("statement", "the SQL text holds a NUL byte"));
+        }
+        if s.params.len() > MAX_PARAMS {
+            return Err(other(
+                "statement",
+                format!("{} parameters (at most {MAX_PARAMS})", s.params.len()),
+            ));
         }
     }
-    Ok(outs)
+    Ok(())
 }
 
-/// One batch as one transaction: commits whole, or rolls back and returns the first failure.
+/// One statement of an open transaction: its rows, or how many rows it changed.
+async fn statement(client: &Client, s: &Stmt) -> Result<Outcome, DbError> {
+    let params = s.params.iter().map(|v| (Param(v), Type::UNKNOWN));
+    let rows = client
+        .query_typed_raw(s.sql.as_ref(), params)
+        .await
+        .map_err(db_err)?;
+    let mut rows = std::pin::pin!(rows);
+    let mut out = Vec::new();
+    while let Some(row) = rows.try_next().await.map_err(db_err)? {
+        if out.len() == MAX_ROWS {
+            return Err(other("query", format!("more than {MAX_ROWS} rows")));
+        }
+        out.push(to_json(&row)?);
+    }
+    if s.is_query() {
+        Ok(Outcome {
+            rows: out,
+            changes: 0,
+        })
+    } else {
+        Ok(Outcome {
+            rows: vec![],
+            changes: rows.rows_affected().unwrap_or(0),
+        })
+    }
+}
+
+/// One batch as one transaction, in one round trip: `BEGIN` (with the statement bounds), every
+/// statement, and `COMMIT` are written to the connection together and the server runs them in
+/// order. The first failing statement aborts the transaction server-side; every later one then
+/// fails (SQLSTATE 25P02) and the `COMMIT` ends it as a rollback, so the batch commits whole or
+/// not at all, as a D1 batch does. The first failure in order is the one returned. Nothing can be
+/// refused locally once sending starts ([`sendable`], and [`Param`] never fails to encode).
 async fn transaction(client: &Client, stmts: &[Stmt]) -> Result<Vec<Outcome>, DbError> {
+    sendable(stmts)?;
     let begin = format!(
         "BEGIN; SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}; \
          SET LOCAL idle_in_transaction_session_timeout = {BATCH_DEADLINE_MS}"
     );
-    client.batch_execute(&begin).await.map_err(db_err)?;
-    match statements(client, stmts).await {
-        Ok(outs) => {
-            client.batch_execute("COMMIT").await.map_err(db_err)?;
-            Ok(outs)
-        }
-        Err(e) => {
-            // A failed statement already aborted the transaction server-side; ROLLBACK ends it. If
-            // even that fails the connection is gone, and the server rolls back on its own.
-            let _ = client.batch_execute("ROLLBACK").await;
-            Err(e)
-        }
-    }
+    // `join!` and `join_all` poll their futures first in the order given, and each future writes
+    // its request on its first poll, so the requests reach the connection in this order.
+    let (began, outs, committed) = futures_util::join!(
+        client.batch_execute(&begin),
+        join_all(stmts.iter().map(|s| statement(client, s))),
+        client.batch_execute("COMMIT"),
+    );
+    began.map_err(db_err)?;
+    let outs = outs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    committed.map_err(db_err)?;
+    Ok(outs)
 }
 
 impl PgExec {

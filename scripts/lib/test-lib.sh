@@ -1,5 +1,6 @@
 # Shared by scripts/test and scripts/test-postgres (sourced after they set `work`, `passed` and
-# `failed`): counted checks, counted cargo test runs, the test tokens, free ports, health waits.
+# `failed`): counted checks, counted cargo test runs, the test tokens, free ports, health waits,
+# the schema-version check.
 
 # One named check that counts as a single test.
 check() {
@@ -48,13 +49,56 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# launch_worker NAME CMD...: runs CMD (a `wrangler dev`, with any environment as `env K=V`) in its
+# own process group, its output in $work/NAME.log; the command is kept in $work/NAME.cmd so that
+# wait_healthy can start it again.
+launch_worker() {
+  local name=$1
+  shift
+  printf '%q ' "$@" >"$work/$name.cmd"
+  _run_worker "$name"
+}
+
+_run_worker() {
+  setsid bash "$work/$1.cmd" >"$work/$1.log" 2>&1 &
+  pids+=($!)
+  printf '%s' "$!" >"$work/$1.pid"
+}
+
+# wait_healthy URL NAME: until URL/health answers. A Worker launched by launch_worker whose process
+# exited before answering (wrangler dev can lose a race for one of its own ports when several start
+# at once: "Address already in use") is started again, at most twice, with its log kept beside.
 wait_healthy() {
-  local url=$1 name=$2
+  local url=$1 name=$2 restarts=0
   for _ in $(seq 1 120); do
     curl -fsS "$url/health" >/dev/null 2>&1 && return 0
+    if [[ -f "$work/$name.pid" ]] && ! kill -0 -- "-$(cat "$work/$name.pid")" 2>/dev/null && ((restarts < 2)); then
+      restarts=$((restarts + 1))
+      echo "$name exited before it was healthy (start $restarts); its log:"
+      tail -n 5 "$work/$name.log"
+      cp "$work/$name.log" "$work/$name.log.$restarts"
+      _run_worker "$name"
+    fi
     sleep 0.5
   done
   echo "$name did not become healthy; its log:"
   tail -n 40 "$work/$name.log"
   return 1
+}
+
+# schema_check URL MIGRATE...: a Worker over an unmigrated database answers every store route 503
+# store.schema_mismatch (never a 500, never a panic); once MIGRATE... has applied the migrations,
+# the same Worker serves without a restart.
+schema_check() {
+  local url=$1 out
+  shift
+  out=$(curl -sS -w '\n%{http_code}' -H 'X-Sema-Principal: schema-check' "$url/v1/runs")
+  echo "$out"
+  [[ $(tail -n 1 <<<"$out") == 503 ]] || return 1
+  grep -q '"errorCode":"store.schema_mismatch"' <<<"$out" || return 1
+  grep -q '"foundVersion":0' <<<"$out" || return 1
+  "$@" || return 1
+  out=$(curl -sS -w '\n%{http_code}' -H 'X-Sema-Principal: schema-check' "$url/v1/runs")
+  echo "$out"
+  [[ $(tail -n 1 <<<"$out") == 200 ]]
 }

@@ -32,9 +32,9 @@ mod tickets;
 
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use fanout::Hub;
-use futures_util::lock::Mutex;
 use sema_core::{
     admission::SessionState,
+    fair_lock::FairLock,
     liveness::Staleness,
     session_protocol::{Lock, SessionCall, SessionReply, REPLY_HEADER},
 };
@@ -45,7 +45,9 @@ use worker::{durable_object, DurableObject, Env, Headers, Request, Response, Sta
 pub struct SessionDo {
     state: State,
     env: Env,
-    lock: Mutex<()>,
+    /// Serialises the calls that change the claim or the ledger, first come first served: under a
+    /// steady stream of calls none waits behind later arrivals (see `sema_core::fair_lock`).
+    lock: FairLock,
     memory: RefCell<Option<SessionState>>,
     hub: Rc<Hub>,
     /// The stream tickets of this session's runs, as last read from or written to storage.
@@ -66,7 +68,7 @@ impl DurableObject for SessionDo {
         Self {
             state,
             env,
-            lock: Mutex::new(()),
+            lock: FairLock::new(),
             memory: RefCell::new(None),
             hub: Rc::new(Hub::default()),
             tickets: RefCell::new(None),

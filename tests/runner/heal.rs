@@ -34,8 +34,13 @@ const LEADER_STALE_MS: i64 = 3_000;
 /// The stale sweep's sentence, written out here independently of the server's code (U+2014 dash).
 const LEADER_STALE_SENTENCE: &str = "leader run went stale: no replica settled it within LEADER_RUN_STALE_MS (the replica driving it most likely died). The run was NOT taken over \u{2014} re-submit with a NEW Idempotency-Key to run it again.";
 
-/// Runs one statement against the heal Worker's local D1, out of band; the rows it returns.
+/// Runs statements against the heal Worker's store of record, out of band; the rows the last one
+/// returns, as JSON objects. The store is the Worker's local D1, or, when `SEMA_HEAL_PG` names a
+/// connection string (scripts/test-postgres), its PostgreSQL database through psql.
 pub(crate) fn d1(sql: &str) -> Vec<Value> {
+    if let Ok(url) = std::env::var("SEMA_HEAL_PG") {
+        return pg(&url, sql);
+    }
     let state = std::env::var("SEMA_HEAL_STATE").expect("SEMA_HEAL_STATE is not set");
     let root = concat!(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new("npx")
@@ -60,6 +65,32 @@ pub(crate) fn d1(sql: &str) -> Vec<Value> {
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("wrangler --json output");
     v[0]["results"].as_array().cloned().unwrap_or_default()
+}
+
+/// [`d1`] on PostgreSQL: a lone `SELECT` comes back through `json_agg`, so its rows read as D1's
+/// do (column names as keys, numbers as numbers); anything else runs as written and returns none.
+fn pg(url: &str, sql: &str) -> Vec<Value> {
+    let body = sql.trim().trim_end_matches(';');
+    let lone_select = body.to_ascii_uppercase().starts_with("SELECT") && !body.contains(';');
+    let sql = if lone_select {
+        format!("SELECT COALESCE(json_agg(t), '[]'::json) FROM ({body}) t")
+    } else {
+        sql.to_owned()
+    };
+    let out = Command::new("psql")
+        .args([url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", &sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !lone_select {
+        return vec![];
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json_agg output");
+    v.as_array().cloned().unwrap_or_default()
 }
 
 /// Triggers one cron tick (wrangler dev's scheduled test route).

@@ -11,6 +11,7 @@ pub mod conflict;
 pub mod console;
 pub mod dispatch;
 pub mod error;
+pub mod fair_lock;
 pub mod gate;
 pub mod headers;
 pub mod hex;

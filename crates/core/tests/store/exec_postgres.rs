@@ -1,7 +1,7 @@
 //! PostgreSQL executor for the contract suite: one client, a batch is one transaction.
 
 use bytes::{BufMut, BytesMut};
-use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
+use postgres::types::{to_sql_checked, Format, IsNull, ToSql, Type};
 use sema_core::{
     sql::{classify_postgres_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt},
     store::Executor,
@@ -22,41 +22,32 @@ impl PgExec {
     }
 }
 
-/// Binds a [`SqlValue`] as whatever type the server inferred for the placeholder.
+/// Binds a [`SqlValue`] as the Worker's executor (`src/hyperdrive_pg.rs`) does: in text form,
+/// its placeholder typed `unknown`, so the server infers the type and parses the text as it. The
+/// contract suite thereby proves that binding on every statement the store plans.
 #[derive(Debug)]
 struct Param<'a>(&'a SqlValue);
 
 impl ToSql for Param<'_> {
     fn to_sql(
         &self,
-        ty: &Type,
+        _: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match self.0 {
-            SqlValue::Null => Ok(IsNull::Yes),
-            SqlValue::Int(n) => match *ty {
-                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
-                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
-                Type::INT8 => n.to_sql(ty, out),
-                Type::BOOL => (*n != 0).to_sql(ty, out),
-                _ => Err(format!("cannot bind an integer as {ty}").into()),
-            },
-            SqlValue::Text(t) => match *ty {
-                Type::JSONB => {
-                    out.put_u8(1);
-                    out.put_slice(t.as_bytes());
-                    Ok(IsNull::No)
-                }
-                _ => {
-                    out.put_slice(t.as_bytes());
-                    Ok(IsNull::No)
-                }
-            },
+            SqlValue::Null => return Ok(IsNull::Yes),
+            SqlValue::Int(n) => out.put_slice(n.to_string().as_bytes()),
+            SqlValue::Text(t) => out.put_slice(t.as_bytes()),
         }
+        Ok(IsNull::No)
     }
 
     fn accepts(_: &Type) -> bool {
         true
+    }
+
+    fn encode_format(&self, _: &Type) -> Format {
+        Format::Text
     }
 
     to_sql_checked!();
@@ -111,16 +102,20 @@ impl Executor for PgExec {
         let mut tx = client.transaction().map_err(db_err)?;
         let mut outs = Vec::with_capacity(stmts.len());
         for s in stmts {
-            let params: Vec<Param<'_>> = s.params.iter().map(Param).collect();
-            let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+            let params: Vec<(Param<'_>, Type)> =
+                s.params.iter().map(|v| (Param(v), Type::UNKNOWN)).collect();
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+                .iter()
+                .map(|(p, t)| (p as &(dyn ToSql + Sync), t.clone()))
+                .collect();
             if s.is_query() {
-                let rows = tx.query(s.sql.as_ref(), &refs).map_err(db_err)?;
+                let rows = tx.query_typed(s.sql.as_ref(), &typed).map_err(db_err)?;
                 outs.push(Outcome {
                     rows: rows.iter().map(to_json).collect(),
                     changes: 0,
                 });
             } else {
-                let changes = tx.execute(s.sql.as_ref(), &refs).map_err(db_err)?;
+                let changes = tx.execute_typed(s.sql.as_ref(), &typed).map_err(db_err)?;
                 outs.push(Outcome {
                     rows: vec![],
                     changes,
