@@ -6,6 +6,48 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Base URL of the running Worker, e.g. `http://127.0.0.1:8799`.
+/// Runs `sql` through psql against `url` (a test's out-of-band look at, or edit of, a PostgreSQL
+/// Worker's rows) and returns psql's unaligned, tuples-only output; panics with the server's error.
+pub fn psql(url: &str, sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `sql` against the local D1 of a Worker whose state is under `state` (`wrangler d1 execute
+/// --local --persist-to`, as an operator's manual SQL would) and returns the first statement's rows.
+pub fn d1_execute(state: &str, sql: &str) -> Vec<Value> {
+    let out = std::process::Command::new("npx")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "wrangler",
+            "d1",
+            "execute",
+            "DB",
+            "--local",
+            "--persist-to",
+            state,
+        ])
+        .args(["--json", "--command", sql])
+        .output()
+        .expect("npx wrangler d1 execute");
+    assert!(
+        out.status.success(),
+        "{sql}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("wrangler --json output");
+    v[0]["results"].as_array().cloned().unwrap_or_default()
+}
+
 pub fn base_url() -> String {
     std::env::var("SEMA_URL").expect(
         "SEMA_URL is not set: run these tests through scripts/test, which starts wrangler dev",

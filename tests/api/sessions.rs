@@ -8,7 +8,6 @@
 use crate::helpers::{running_conflict_body, unique, Client, Resp};
 use crate::tokens::{ALICE, BOB, OPS};
 use serde_json::{json, Value};
-use std::process::Command;
 
 fn ids(page: &Value) -> Vec<String> {
     page["sessions"]
@@ -234,42 +233,12 @@ fn store_sql(sql: &str) -> Vec<Value> {
     }
     let state = std::env::var("SEMA_LOCAL_STATE")
         .expect("SEMA_LOCAL_STATE is not set: run through scripts/test");
-    let out = Command::new("npx")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "wrangler",
-            "d1",
-            "execute",
-            "DB",
-            "--local",
-            "--persist-to",
-            &state,
-        ])
-        .args(["--json", "--command", sql])
-        .output()
-        .expect("npx wrangler d1 execute");
-    assert!(
-        out.status.success(),
-        "{sql}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("wrangler --json output");
-    v[0]["results"].as_array().cloned().unwrap_or_default()
+    crate::helpers::d1_execute(&state, sql)
 }
 
 /// [`store_sql`] on PostgreSQL through psql: one value per row, its columns joined by `|`.
 fn pg(url: &str, sql: &str) -> Vec<Value> {
-    let out = Command::new("psql")
-        .args([url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql");
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    crate::helpers::psql(url, sql)
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| Value::String(l.to_owned()))

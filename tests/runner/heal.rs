@@ -9,7 +9,6 @@
 use crate::helpers::{unique, Client, Resp};
 use crate::sse::{read_sse_at, Frame};
 use serde_json::{json, Value};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn server() -> String {
@@ -42,29 +41,7 @@ pub(crate) fn d1(sql: &str) -> Vec<Value> {
         return pg(&url, sql);
     }
     let state = std::env::var("SEMA_HEAL_STATE").expect("SEMA_HEAL_STATE is not set");
-    let root = concat!(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("npx")
-        .current_dir(root)
-        .args([
-            "wrangler",
-            "d1",
-            "execute",
-            "DB",
-            "--local",
-            "--persist-to",
-            &state,
-        ])
-        .args(["--json", "--command", sql])
-        .output()
-        .expect("npx wrangler d1 execute");
-    assert!(
-        out.status.success(),
-        "{sql}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("wrangler --json output");
-    v[0]["results"].as_array().cloned().unwrap_or_default()
+    crate::helpers::d1_execute(&state, sql)
 }
 
 /// [`d1`] on PostgreSQL: a lone `SELECT` comes back through `json_agg`, so its rows read as D1's
@@ -77,19 +54,11 @@ fn pg(url: &str, sql: &str) -> Vec<Value> {
     } else {
         sql.to_owned()
     };
-    let out = Command::new("psql")
-        .args([url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", &sql])
-        .output()
-        .expect("psql");
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = crate::helpers::psql(url, &sql);
     if !lone_select {
         return vec![];
     }
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json_agg output");
+    let v: Value = serde_json::from_str(&out).expect("json_agg output");
     v.as_array().cloned().unwrap_or_default()
 }
 
