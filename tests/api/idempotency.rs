@@ -107,3 +107,54 @@ fn concurrent_submits_with_one_key_admit_one_run_and_replay_it() {
         .count();
     assert_eq!(originals, 1);
 }
+
+/// One key raced from several sessions at once: each session object writes its admission batch
+/// (run, claim, key) on its own, so when two get past the key lookup together the store itself must
+/// refuse the later batch whole — on D1 one batch, on PostgreSQL one transaction — or a loser would
+/// leave a run and a claim behind with no key pointing at them.
+#[test]
+fn a_key_raced_from_several_sessions_admits_one_run_and_the_losers_leave_nothing_behind() {
+    const RACERS: usize = 8;
+    for round in 0..3 {
+        let key = unique("race-key");
+        let sessions: Vec<String> = (0..RACERS).map(|_| unique("race")).collect();
+        let handles: Vec<_> = sessions
+            .iter()
+            .map(|s| {
+                let (key, body) = (key.clone(), json!({"sessionId": s, "objective": "once"}));
+                std::thread::spawn(move || keyed(&Client::anonymous(), &key, body))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let winners: Vec<usize> = (0..RACERS).filter(|&i| results[i].status == 202).collect();
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: {:?}",
+            results
+                .iter()
+                .map(|r| (r.status, &r.body))
+                .collect::<Vec<_>>()
+        );
+        for (i, r) in results.iter().enumerate() {
+            if i == winners[0] {
+                continue;
+            }
+            r.assert_refusal(422, "idempotency.key_reused");
+            // Nothing of the losing batch stayed: no run in its session, and the session is free.
+            let list = Client::anonymous().get(&format!("/v1/runs?sessionId={}", sessions[i]));
+            assert_eq!(list.status, 200, "{}", list.body);
+            assert_eq!(
+                list.json()["runs"],
+                json!([]),
+                "round {round}: {}",
+                list.body
+            );
+            let again = Client::anonymous().post_json(
+                "/v1/runs",
+                &json!({"sessionId": sessions[i], "objective": "after the race"}),
+            );
+            assert_eq!(again.status, 202, "round {round}: {}", again.body);
+        }
+    }
+}
