@@ -289,7 +289,7 @@ def postgres_section(by):
         return out + ["No PostgreSQL lines in this run" + (f" ({pg.get('error')})" if pg.get("error") else "") + ".", ""]
     out += [
         f"The same Worker built with the `postgres` feature (`build-pg/`), under `wrangler dev --env postgres`, its Hyperdrive "
-        f"binding's local connection string pointing at PostgreSQL {pg.get('server')} started by the bench on loopback; "
+        f"binding's local connection string pointing at PostgreSQL {pg.get('server')} started by the bench on loopback (`fsync` off, as in the tests; D1 here is a local SQLite file); "
         "measured on its own workerd socket (pg-direct) right after the D1 Worker's workerd-direct lines, one at a time. "
         "Locally Hyperdrive does not pool: every Worker request, object call and cron tick opens its own connection "
         "(a new server backend), which a deployment's pooled Hyperdrive spares; each batch is one pipelined transaction.",
