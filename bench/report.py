@@ -306,12 +306,16 @@ def postgres_section(by):
     for name, scen, key in [("409 under 100 simultaneous submits", "contention", None),
                             ("append → SSE receipt", "events-latency", None),
                             ("submit → lease, long-poll, new sessions", "dispatch-latency", "new"),
-                            ("submit → lease, WebSocket, new sessions", "dispatch-latency-ws", "new")]:
+                            ("submit → lease, WebSocket, new sessions", "dispatch-latency-ws", "new"),
+                            ("8 clients steering one run, 64 KiB each", "steer-flood", None)]:
         a = next(iter(pick(pgr(scen), session=key) if key else pgr(scen)), None)
         b = next(iter(pick(d1(scen), session=key) if key else d1(scen)), None)
         if a:
             rows.append([name, "p50 / p99 ms", b and f"{fmt(b['p50_ms'])} / {fmt(b['p99_ms'])}",
                          f"{fmt(a['p50_ms'])} / {fmt(a['p99_ms'])}"])
+        if a and scen == "steer-flood":
+            rows.append([name, "steers/s; max ms", b and f"{fmt(b['per_s'])}; {fmt(b['max_ms'])}",
+                         f"{fmt(a['per_s'])}; {fmt(a['max_ms'])}"])
         if a and scen == "contention":
             rows.append([name, "sessions with exactly one 202",
                          b and f"{b['sessions_with_exactly_one_accepted']} of {b['sessions']}",

@@ -27,6 +27,7 @@ mod floor;
 mod leader;
 mod queues;
 mod queues_ws;
+mod steer;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
@@ -749,6 +750,19 @@ enum Scenario {
         #[arg(long, default_value_t = 2)]
         runs: usize,
     },
+    /// C clients steering one running run at once (M messages each) while its runner heartbeats:
+    /// how fairly the session object's lock shares the object (the steers' latency tail).
+    SteerFlood {
+        /// Clients sending at once.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Steers per client.
+        #[arg(long, default_value_t = 40)]
+        per_client: usize,
+        /// Bytes per message (64 KiB, the largest a steer may carry).
+        #[arg(long, default_value_t = 64 * 1024)]
+        message_bytes: usize,
+    },
     /// Submits to fresh sessions at concurrency 1/8/32/128.
     Admission {
         /// Submits at each concurrency level.
@@ -914,6 +928,11 @@ fn main() {
             runs,
         } => events_ingest(&ctx, batches, batch_size, runs),
         Scenario::Admission { per_level } => admission(&ctx, per_level),
+        Scenario::SteerFlood {
+            clients,
+            per_client,
+            message_bytes,
+        } => steer::steer_flood(&ctx.url, clients, per_client, message_bytes),
         Scenario::Contention {
             sessions,
             contenders,
