@@ -3,6 +3,7 @@
 #   start_databases DIR   sets SEMA_PG_URL and SEMA_MYSQL_URL; returns non-zero if a server fails
 #   start_postgres DIR    PostgreSQL alone (sets SEMA_PG_URL and SEMA_PG_PORT)
 #   stop_databases        stops both; safe to call more than once
+#   pg_url DB             the URL of database DB on the server start_postgres started
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 
@@ -27,6 +28,8 @@ start_postgres() {
   export SEMA_PG_URL="host=127.0.0.1 port=$pg_port user=postgres dbname=postgres"
   export SEMA_PG_PORT=$pg_port
 }
+
+pg_url() { echo "postgres://postgres:local@127.0.0.1:$SEMA_PG_PORT/$1"; }
 
 start_databases() {
   local dir=$1
