@@ -13,7 +13,8 @@ def load(path):
     by = defaultdict(list)
     for r in rows:
         # The PostgreSQL Worker's lines (section 11) are kept apart, so every other section stays D1's.
-        prefix = "pg:" if r.get("target") == "pg-direct" else ""
+        # So are the bench-only far Worker's (section 12: every D1 round trip 50 ms away).
+        prefix = {"pg-direct": "pg:", "far-direct": "far:"}.get(r.get("target"), "")
         by[prefix + r["scenario"]].append(r)
     return by
 
@@ -326,6 +327,46 @@ def postgres_section(by):
     return out
 
 
+def far_section(by):
+    """Issue 15 item 6: the same scenarios with every D1 round trip 50 ms away (bench-only build)."""
+    out = ["## 12. Far from D1's primary (a simulated 50 ms per D1 round trip)", ""]
+    if not by.get("far:admission"):
+        far = (by.get("far") or [{}])[0]
+        return out + ["No far lines in this run" + (f" ({far.get('error')})" if far.get("error") else "") + ".", ""]
+    out += [
+        "At the edge a session object runs near its user while D1's primary sits in one region. The bench-only build "
+        "(`scripts/build --bench-d1-distance` into `build-far/`, cargo feature `bench-d1-distance`, never deployed) waits "
+        "50 ms on a timer before every D1 round trip, so the object serves its other calls meanwhile; it runs under a "
+        "temporary copy of wrangler.toml pointing at `build-far/` (far-direct), right after the D1 Worker's workerd-direct "
+        "lines. *Conflict, idle*: 409s into a held session with nothing else in flight; *conflict, appending*: the same "
+        "while 4 threads append to the holder's run without pause (each append holds the object's lock across its D1 batch).",
+        "",
+    ]
+    near = lambda scen: pick(by.get(scen, []), target="workerd-direct")
+    far = lambda scen: by.get("far:" + scen, [])
+    both = lambda a, b: [b and f"{fmt(b['p50_ms'])} / {fmt(b['p99_ms'])}", a and f"{fmt(a['p50_ms'])} / {fmt(a['p99_ms'])}"]
+    rows = []
+    for a in far("admission"):
+        b = next(iter(pick(near("admission"), concurrency=a["concurrency"])), None)
+        rows.append([f"admission, c={a['concurrency']}", *both(a, b), b and b["per_s"], a["per_s"]])
+    for name, scen, kw in [("409 under 100 simultaneous submits", "contention", {}),
+                           ("conflict, idle", "conflict-under-appends", {"phase": "idle"}),
+                           ("conflict, appending", "conflict-under-appends", {"phase": "appending"}),
+                           ("append → SSE receipt", "events-latency", {})]:
+        a = next(iter(pick(far(scen), **kw)), None)
+        b = next(iter(pick(near(scen), **kw)), None)
+        if a:
+            rate = "conflict_per_s" if scen == "conflict-under-appends" else "requests_per_s" if scen == "contention" else None
+            rows.append([name, *both(a, b), b and rate and b.get(rate), rate and a.get(rate)])
+        if a and scen == "conflict-under-appends" and kw["phase"] == "appending":
+            rows.append(["appends during it", b and f"{fmt(b['append_p50_ms'])} / {fmt(b['append_p99_ms'])}",
+                         f"{fmt(a['append_p50_ms'])} / {fmt(a['append_p99_ms'])}", b and b["appends_per_s"], a["appends_per_s"]])
+    errors = sum(r.get("errors", 0) for k, v in by.items() if k.startswith("far:") for r in v)
+    out += [table(["scenario", "near p50 / p99 ms", "far p50 / p99 ms", "near per s", "far per s"], rows), "",
+            f"Errors on the far Worker across these scenarios: {errors}.", ""]
+    return out
+
+
 def chart(by, path):
     """Grouped bars: admissions/s by concurrency for each target, with each target's ceiling noted."""
     targets = [("workerd-direct", "#1f77b4"), ("wrangler-dev", "#ff7f0e"), ("peer", "#2ca02c")]
@@ -490,6 +531,7 @@ def main():
         *queues_section(by),
         *floor_section(by),
         *postgres_section(by),
+        *far_section(by),
     ]
     open(md_path, "w").write("\n".join(md))
     chart(by, svg_path)

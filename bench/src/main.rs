@@ -6,6 +6,8 @@
 //! sema-bench --url URL admission [--per-level N]     submits to fresh sessions at concurrency 1/8/32/128
 //! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
+//! sema-bench --url URL conflict-under-appends [--writers 4] [--clients 4] [--per-client 50]
+//!                                                    409s into a held session, alone and during appends
 //! sema-bench --url URL session-object [--rounds N]  admission into a warm vs a new session object
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
@@ -23,6 +25,7 @@
 //! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
+mod conflict_load;
 mod floor;
 mod leader;
 mod queues;
@@ -766,6 +769,19 @@ enum Scenario {
         #[arg(long, default_value_t = 64 * 1024)]
         message_bytes: usize,
     },
+    /// Conflicting submits into a held session, first alone, then while W threads append to its
+    /// run without pause: whether a 409 waits behind the session object's writes.
+    ConflictUnderAppends {
+        /// Threads appending one event per call in the second phase.
+        #[arg(long, default_value_t = 4)]
+        writers: usize,
+        /// Threads submitting.
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+        /// Submits per thread and phase.
+        #[arg(long, default_value_t = 50)]
+        per_client: usize,
+    },
     /// Submits to fresh sessions at concurrency 1/8/32/128.
     Admission {
         /// Submits at each concurrency level.
@@ -936,6 +952,11 @@ fn main() {
             per_client,
             message_bytes,
         } => steer::steer_flood(&ctx.url, clients, per_client, message_bytes),
+        Scenario::ConflictUnderAppends {
+            writers,
+            clients,
+            per_client,
+        } => conflict_load::conflict_under_appends(&ctx.url, writers, clients, per_client),
         Scenario::Contention {
             sessions,
             contenders,

@@ -90,6 +90,45 @@ enum Write<'a> {
 }
 
 impl SessionDo {
+    /// A submission as every form (plain, streamed, waited) makes it: answered from the remembered
+    /// state when that settles it (`AdmitDecision::needs_lock`), else admitted under the lock.
+    ///
+    /// Why the unlocked answer is safe: memory changes only under the lock, after D1, so it holds
+    /// what the last finished call left, and the answer is ordered before the call in flight, whose
+    /// caller has no answer yet. Only memory is read here, never storage (a storage read racing
+    /// the lock holder's write could put an older state back into memory). A free session, a claim
+    /// due for a look and a session never seen by this instance all take the lock.
+    pub(super) async fn submit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
+        if let Some(answer) = self.answer_from_memory(input) {
+            return answer;
+        }
+        let _serialised = self.lock.lock().await;
+        self.admit(cx, input).await
+    }
+
+    fn answer_from_memory(&self, input: &AdmitInput) -> Option<Result<Admission, Refusal>> {
+        let memory = self.memory.borrow();
+        let decision = admission::decide(memory.as_ref()?, input, platform::now_ms());
+        if decision.needs_lock() {
+            return None;
+        }
+        Some(Self::answer(decision))
+    }
+
+    /// Carries out a decision that needs no write or judgement.
+    fn answer(decision: AdmitDecision) -> Result<Admission, Refusal> {
+        match decision {
+            AdmitDecision::SameTask(admitted) => Ok(Admission::of(202, &admitted)),
+            AdmitDecision::Replay(r) => Ok(r.into()),
+            AdmitDecision::Conflict(c) => Err(Refusal::Conflict(c)),
+            AdmitDecision::Refuse(e) => Err(e.into()),
+            AdmitDecision::Write | AdmitDecision::Verify(_) => {
+                Err(Failure::Infra("a claim write answered from memory".into()).into())
+            }
+        }
+    }
+
+    /// Admits `input`; the caller holds the lock.
     pub(super) async fn admit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
         let state = self.load().await?;
         match admission::decide(&state, input, platform::now_ms()) {
@@ -100,10 +139,7 @@ impl SessionDo {
             AdmitDecision::Verify(claim) => {
                 self.adjudicate(cx, state, input, claim, ATTEMPTS).await
             }
-            AdmitDecision::SameTask(admitted) => Ok(Admission::of(202, &admitted)),
-            AdmitDecision::Replay(r) => Ok(r.into()),
-            AdmitDecision::Conflict(c) => Err(Refusal::Conflict(c)),
-            AdmitDecision::Refuse(e) => Err(e.into()),
+            answered => Self::answer(answered),
         }
     }
 

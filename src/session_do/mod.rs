@@ -3,10 +3,12 @@
 //! no HTTP: every call gets a `SessionReply`, except an opened SSE stream.
 //!
 //! Lock policy (`SessionCall::lock`): claim changes and ledger writes (admit, cancel, append, finish,
-//! steer) run wholly under the object's async mutex, so calls on one session never interleave even
+//! steer) run under the object's async mutex, so calls on one session never interleave even
 //! while one awaits D1 (external I/O does not close the input gate), and live frames are published
-//! under it right after their D1 commit, hence in seq order. Streams and waits hold it only while
-//! admitting.
+//! under it right after their D1 commit, hence in seq order. A submit takes it only to write or
+//! judge the claim: one the remembered state answers (a 409 within the claim's recheck time, a
+//! replay) is answered at once, never queued behind a write (`admission.rs`). Streams and waits
+//! hold it only while admitting.
 //!
 //! Ordering: D1 commits first, then the object's memory and storage follow; D1's unique key on
 //! `task_active` is the final judge (see `admission.rs`).
@@ -114,27 +116,21 @@ impl SessionDo {
     async fn dispatch(&self, cx: &Cx, call: SessionCall) -> Result<Outcome, Failure> {
         let _serialised = match call.lock() {
             Lock::Whole => Some(self.lock.lock().await),
-            Lock::AdmissionOnly | Lock::Free => None,
+            Lock::Admission | Lock::Free => None,
         };
         let reply = match call {
-            SessionCall::Admit(input) => match self.admit(cx, &input).await {
+            SessionCall::Admit(input) => match self.submit(cx, &input).await {
                 Ok(admission) => SessionReply::Admitted(admission),
                 Err(refusal) => refusal.into_reply(),
             },
             SessionCall::AdmitStream(input) => {
-                let admitted = {
-                    let _serialised = self.lock.lock().await;
-                    self.admit(cx, &input).await
-                };
+                let admitted = self.submit(cx, &input).await;
                 return self.stream_admission(cx, &input, admitted).await;
             }
             SessionCall::AdmitWait { input, wait_ms } => {
-                let (admitted, done) = {
-                    let _serialised = self.lock.lock().await;
-                    // Registered before admitting, so a run that ends at once is not missed.
-                    let done = self.hub.wait_done(&input.task_id);
-                    (self.admit(cx, &input).await, done)
-                };
+                // Registered before admitting, so a run that ends at once is not missed.
+                let done = self.hub.wait_done(&input.task_id);
+                let admitted = self.submit(cx, &input).await;
                 match admitted {
                     Ok(a) => self.wait_for(cx, &a.task_id, done, wait_ms).await?,
                     Err(refusal) => refusal.into_reply(),

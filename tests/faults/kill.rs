@@ -681,3 +681,65 @@ fn h_cancel(api: &Api, task: &str) {
     let c = api.must("POST", &format!("/v1/runs/{task}/cancel"), None);
     assert_eq!(c.status, 200, "cancel {task}: {}", c.body);
 }
+
+/// A write stalled inside the session object (an append stopped at `append.after_d1`, holding the
+/// object's lock and never answering) must not stall the submits that memory can answer: a
+/// conflicting submit, the same one through `POST /v1/tasks`, and the holder's own key replayed
+/// are all answered while the append still hangs. Before submits could be answered outside the
+/// lock, each of these waited behind the append for ever.
+#[test]
+fn submits_into_a_held_session_are_answered_while_a_stalled_write_holds_the_session_object() {
+    let mut h = Harness::new();
+    let session = format!("held-{:x}", std::process::id());
+    let queue = queue_of(&session);
+    let first = submit(&h.api(), &session, None, Some("held-key"));
+    assert_eq!(first.status, 202, "{}", first.body);
+    let task = first.json()["taskId"].as_str().unwrap().to_owned();
+    let epoch = h.lease(&queue, &task);
+    let stalled = {
+        let request = armed_post(
+            format!("/v1/runs/{task}/events"),
+            json!({"runnerId": "killer", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": "z"}}]}),
+            Some("runner"),
+        );
+        let api = h.api();
+        std::thread::spawn(move || request(api, "append.after_d1"))
+    };
+    let w = h.worker.as_ref().unwrap();
+    assert!(
+        w.wait_for_log(
+            "failpoint reached: append.after_d1",
+            Duration::from_secs(60)
+        ),
+        "the append never reached its failpoint"
+    );
+
+    let other = submit(&h.api(), &session, None, None);
+    assert_eq!(other.status, 409, "{}", other.body);
+    assert_eq!(other.json()["errorCode"], "conflict.session_active_run");
+    assert_eq!(other.json()["activeTaskId"], task.as_str());
+    let waited = h
+        .api()
+        .send(
+            "POST",
+            "/v1/tasks",
+            Some(&json!({"sessionId": session, "objective": "another", "queue": queue, "stream": false})),
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(waited.status, 409, "{}", waited.body);
+    assert_eq!(waited.json()["activeTaskId"], task.as_str());
+    let replay = submit(&h.api(), &session, None, Some("held-key"));
+    assert_eq!(replay.status, 202, "{}", replay.body);
+    assert_eq!(replay.json()["taskId"], task.as_str());
+    assert!(
+        !stalled.is_finished(),
+        "the stalled append answered, so the lock was not held while the submits were answered"
+    );
+
+    h.kill();
+    assert!(
+        stalled.join().unwrap().is_err(),
+        "the stalled append was answered before the kill"
+    );
+}

@@ -118,6 +118,18 @@ pub enum AdmitDecision {
     Refuse(ApiError),
 }
 
+impl AdmitDecision {
+    /// Whether carrying the decision out writes or judges the claim, so it must run under the
+    /// session object's lock. Every other decision is an answer from the remembered state alone
+    /// and may be given while another call holds the lock: the state it read is the last one a
+    /// finished call left, so the answer is ordered before the call in flight. A free session
+    /// (`Write`) and a claim due for a look (`Verify`) always wait their turn, so no submit is
+    /// refused from memory while the session might be free.
+    pub fn needs_lock(&self) -> bool {
+        matches!(self, Self::Write | Self::Verify(_))
+    }
+}
+
 /// Decides a submission against the session's state at `now`.
 pub fn decide(state: &SessionState, input: &AdmitInput, now: i64) -> AdmitDecision {
     if let Some(owner) = &state.owner {
@@ -472,6 +484,51 @@ mod tests {
             panic!("expected a verification");
         };
         assert_eq!(claim.task_id, "A");
+    }
+
+    #[test]
+    fn only_a_free_session_or_a_claim_due_for_a_look_waits_for_the_lock() {
+        let free = SessionState::default();
+        let held_a = held("A", Some("p"), Some(("k", "f")));
+        let b = input("B", false, Some("p"), None);
+        assert!(
+            decide(&free, &b, 0).needs_lock(),
+            "a free session is written"
+        );
+        assert!(
+            decide(&held_a, &b, 100).needs_lock(),
+            "a due claim is judged"
+        );
+        let from_memory = [
+            decide(&held_a, &b, 99),
+            decide(&held_a, &input("A", true, Some("p"), None), 99),
+            decide(&held_a, &input("B", false, Some("p"), Some(("k", "f"))), 99),
+            decide(&held_a, &input("B", false, Some("p"), Some(("k", "g"))), 99),
+            decide(&held_a, &input("B", false, Some("q"), None), 0),
+        ];
+        let kinds: Vec<&str> = from_memory
+            .iter()
+            .map(|d| {
+                assert!(!d.needs_lock(), "{d:?} is answered from memory");
+                match d {
+                    AdmitDecision::Conflict(_) => "conflict",
+                    AdmitDecision::SameTask(_) => "same task",
+                    AdmitDecision::Replay(_) => "replay",
+                    AdmitDecision::Refuse(e) => e.code(),
+                    _ => "other",
+                }
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "conflict",
+                "same task",
+                "replay",
+                "idempotency.key_reused",
+                "not_found"
+            ]
+        );
     }
 
     #[test]

@@ -162,13 +162,15 @@ pub struct WireDecide {
 /// Hence (1) admission decides from a claim no other call is changing, and (2) live frames are
 /// published while the lock is held, right after their D1 commit, so they reach subscribers in seq
 /// order. Streams and waits hold it only while admitting, never while streaming or waiting: a slow
-/// reader never blocks the session.
+/// reader never blocks the session. A submit holds it only to write or judge the claim
+/// (`AdmitDecision::needs_lock`): one the remembered state answers is not queued behind a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lock {
     /// The whole call runs under the lock.
     Whole,
-    /// The admission runs under the lock; the stream or wait that follows does not.
-    AdmissionOnly,
+    /// A submission (plain, streamed or waited): its admission takes the lock only when it writes
+    /// or judges the claim, and the stream or wait that follows never holds it.
+    Admission,
     /// No lock: reads the ledger and registers a subscriber or waiter.
     Free,
 }
@@ -176,8 +178,7 @@ pub enum Lock {
 impl SessionCall {
     pub fn lock(&self) -> Lock {
         match self {
-            Self::Admit(_)
-            | Self::Cancel { .. }
+            Self::Cancel { .. }
             | Self::Append { .. }
             | Self::Finish { .. }
             | Self::Steer { .. }
@@ -188,7 +189,7 @@ impl SessionCall {
             | Self::DeleteSession { .. }
             | Self::IssueTicket { .. } => Lock::Whole,
             Self::Stats | Self::CheckTicket { .. } => Lock::Free,
-            Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::AdmissionOnly,
+            Self::Admit(_) | Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::Admission,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
     }
@@ -447,9 +448,9 @@ mod tests {
         assert_eq!(
             policy,
             vec![
-                ("admit", Lock::Whole),
-                ("admit_stream", Lock::AdmissionOnly),
-                ("admit_wait", Lock::AdmissionOnly),
+                ("admit", Lock::Admission),
+                ("admit_stream", Lock::Admission),
+                ("admit_wait", Lock::Admission),
                 ("cancel", Lock::Whole),
                 ("subscribe", Lock::Free),
                 ("wait", Lock::Free),
