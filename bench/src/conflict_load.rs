@@ -6,7 +6,7 @@
 //! phase `appending` sends the same submits while `writers` threads append one event per call
 //! without pause: a 409 that queued behind the appends shows as the gap between the two phases.
 
-use crate::leader::{agent, send};
+use crate::leader::{agent, send, submit_and_lease};
 use crate::{emit, percentile, unique};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,27 +17,12 @@ pub fn conflict_under_appends(url: &str, writers: usize, clients: usize, per_cli
     let queue = unique("conflict-load");
     let session = unique("conflict-load");
     let a = agent();
-    let submit = send(
-        &a,
-        "POST",
-        &format!("{url}/v1/runs"),
-        None,
-        Some(&json!({"sessionId": session, "objective": "held", "queue": queue})),
-    );
-    let lease = send(
-        &a,
-        "POST",
-        &format!("{url}/v1/runner/lease"),
-        Some("runner"),
-        Some(&json!({"runnerId": "conflict-bench", "queue": queue, "waitMs": 5000})),
-    );
-    let (Some(task), Some(epoch)) = (
-        lease.body["taskId"].as_str().map(str::to_owned),
-        lease.body["leaseEpoch"].as_i64(),
-    ) else {
-        emit(json!({"scenario": "conflict-under-appends", "errors": 1,
-            "error": format!("no lease: submit {} {}, lease {} {}", submit.status, submit.body, lease.status, lease.body)}));
-        return;
+    let (task, epoch) = match submit_and_lease(&a, url, &session, &queue, "conflict-bench") {
+        Ok(run) => run,
+        Err(error) => {
+            emit(json!({"scenario": "conflict-under-appends", "errors": 1, "error": error}));
+            return;
+        }
     };
     for phase in ["idle", "appending"] {
         let stop = Arc::new(AtomicBool::new(false));

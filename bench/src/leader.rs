@@ -82,6 +82,38 @@ pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build()
 }
 
+/// Submits one run into a new session on `queue` and leases it as `runner` (`waitMs` 5000): its
+/// task id and lease epoch, or what the two calls answered.
+pub(crate) fn submit_and_lease(
+    a: &ureq::Agent,
+    url: &str,
+    session: &str,
+    queue: &str,
+    runner: &str,
+) -> Result<(String, i64), String> {
+    let submit = send(
+        a,
+        "POST",
+        &format!("{url}/v1/runs"),
+        None,
+        Some(&json!({"sessionId": session, "objective": "held", "queue": queue})),
+    );
+    let lease = send(
+        a,
+        "POST",
+        &format!("{url}/v1/runner/lease"),
+        Some("runner"),
+        Some(&json!({"runnerId": runner, "queue": queue, "waitMs": 5000})),
+    );
+    match (lease.body["taskId"].as_str(), lease.body["leaseEpoch"].as_i64()) {
+        (Some(task), Some(epoch)) => Ok((task.to_owned(), epoch)),
+        _ => Err(format!(
+            "no lease: submit {} {}, lease {} {}",
+            submit.status, submit.body, lease.status, lease.body
+        )),
+    }
+}
+
 pub(crate) fn send(
     agent: &ureq::Agent,
     method: &str,

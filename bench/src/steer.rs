@@ -6,7 +6,7 @@
 //! The run is in the scenario's own queue; the runner takes pages of steers with each heartbeat, so
 //! the queue fills (429 `steer.queue_full`) and drains while the clients keep sending.
 
-use crate::leader::{agent, send};
+use crate::leader::{agent, send, submit_and_lease};
 use crate::{emit, percentile, unique};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,27 +19,12 @@ const BEAT_EVERY: Duration = Duration::from_millis(20);
 pub fn steer_flood(url: &str, clients: usize, per_client: usize, message_bytes: usize) {
     let queue = unique("steer");
     let a = agent();
-    let submit = send(
-        &a,
-        "POST",
-        &format!("{url}/v1/runs"),
-        None,
-        Some(&json!({"sessionId": unique("steer"), "objective": "steered", "queue": queue})),
-    );
-    let lease = send(
-        &a,
-        "POST",
-        &format!("{url}/v1/runner/lease"),
-        Some("runner"),
-        Some(&json!({"runnerId": "steer-bench", "queue": queue, "waitMs": 5000})),
-    );
-    let (Some(task), Some(epoch)) = (
-        lease.body["taskId"].as_str().map(str::to_owned),
-        lease.body["leaseEpoch"].as_i64(),
-    ) else {
-        emit(json!({"scenario": "steer-flood", "errors": 1,
-            "error": format!("no lease: submit {} {}, lease {} {}", submit.status, submit.body, lease.status, lease.body)}));
-        return;
+    let (task, epoch) = match submit_and_lease(&a, url, &unique("steer"), &queue, "steer-bench") {
+        Ok(run) => run,
+        Err(error) => {
+            emit(json!({"scenario": "steer-flood", "errors": 1, "error": error}));
+            return;
+        }
     };
     let stop = Arc::new(AtomicBool::new(false));
     let delivered = Arc::new(Mutex::new(0usize));
