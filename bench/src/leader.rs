@@ -105,7 +105,10 @@ pub(crate) fn submit_and_lease(
         Some("runner"),
         Some(&json!({"runnerId": runner, "queue": queue, "waitMs": 5000})),
     );
-    match (lease.body["taskId"].as_str(), lease.body["leaseEpoch"].as_i64()) {
+    match (
+        lease.body["taskId"].as_str(),
+        lease.body["leaseEpoch"].as_i64(),
+    ) {
         (Some(task), Some(epoch)) => Ok((task.to_owned(), epoch)),
         _ => Err(format!(
             "no lease: submit {} {}, lease {} {}",
