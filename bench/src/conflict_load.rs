@@ -26,7 +26,8 @@ pub fn conflict_under_appends(url: &str, writers: usize, clients: usize, per_cli
     };
     for phase in ["idle", "appending"] {
         let stop = Arc::new(AtomicBool::new(false));
-        let appenders: Vec<_> = (0..if phase == "idle" { 0 } else { writers })
+        let phase_writers = if phase == "idle" { 0 } else { writers };
+        let appenders: Vec<_> = (0..phase_writers)
             .map(|_| {
                 let (url, task, stop) = (url.to_owned(), task.clone(), stop.clone());
                 std::thread::spawn(move || {
@@ -104,7 +105,7 @@ pub fn conflict_under_appends(url: &str, writers: usize, clients: usize, per_cli
         emit(json!({
             "scenario": "conflict-under-appends",
             "phase": phase,
-            "writers": if phase == "idle" { 0 } else { writers },
+            "writers": phase_writers,
             "clients": clients,
             "submits": results.len(),
             "conflicts_409": conflicts.len(),
