@@ -248,20 +248,37 @@ async fn release_passes(
 }
 
 /// Tells each session whose claim a pass released (`RunEnded`: its object forgets the claim and
-/// ends the run's streams). A notice that fails is counted and logged; the object's own alarm looks
-/// at D1 again later, so a lost notice delays the object's view, never a submission.
+/// ends the run's streams), [`TELL_AT_ONCE`] objects at a time: the notices are independent (each
+/// object serialises its own), so a tick that released many claims does not pay for them one after
+/// another. A notice that fails is counted and logged; the object's own alarm looks at D1 again
+/// later, so a lost notice delays the object's view, never a submission.
 async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
-    for pair in reaper::to_notify(notify) {
-        let call = SessionCall::RunEnded {
-            task_id: pair.task_id.clone(),
-        };
-        s.sessions_told += 1;
-        if let Err(f) = client::call(cx, &pair.session_id, &call).await {
-            s.notify_failures += 1;
-            worker::console_error!("reaper: telling session {} failed: {f:?}", pair.session_id);
-        }
+    use futures_util::StreamExt;
+    let pairs = reaper::to_notify(notify);
+    s.sessions_told += pairs.len();
+    let failures: Vec<String> = futures_util::stream::iter(pairs)
+        .map(|pair| async move {
+            let call = SessionCall::RunEnded {
+                task_id: pair.task_id.clone(),
+            };
+            match client::call(cx, &pair.session_id, &call).await {
+                Ok(_) => None,
+                Err(f) => Some(format!("telling session {} failed: {f:?}", pair.session_id)),
+            }
+        })
+        .buffer_unordered(TELL_AT_ONCE)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await;
+    s.notify_failures += failures.len();
+    for f in failures {
+        worker::console_error!("reaper: {f}");
     }
 }
+
+/// Session objects one tick tells at once (each notice is one object call; the runtime queues
+/// what its per-invocation connection limit does not admit at once).
+const TELL_AT_ONCE: usize = 8;
 
 /// One page of a pass, stamped with its own id.
 fn page_tick(id: &str) -> Tick<'_> {

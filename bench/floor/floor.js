@@ -7,6 +7,8 @@
 //   POST /do?o=NAME                    one Durable Object round trip (new object if NAME is new)
 //   POST /do-storage?o=NAME            the object writes one key to its storage, then answers
 //   POST /do-d1-storage?o=NAME&id=K    the object runs the D1 batch, then writes storage: today's admission
+//   POST /do-d1-storage-alarm?o=NAME&id=K   the same, then sets the object's alarm (the design that
+//                                      ships arms one per admission, to watch the claim)
 //
 // The tables are made once per isolate (CREATE TABLE IF NOT EXISTS), before the first batch.
 
@@ -37,6 +39,9 @@ export class FloorDo {
     this.env = env;
   }
 
+  // An alarm an hour out never fires within a bench run; if it did, there is nothing to watch.
+  async alarm() {}
+
   async fetch(req) {
     const url = new URL(req.url);
     switch (url.pathname) {
@@ -48,6 +53,11 @@ export class FloorDo {
       case "/do-d1-storage":
         await admitBatch(this.env.DB, url.searchParams.get("id"));
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
+        return ok();
+      case "/do-d1-storage-alarm":
+        await admitBatch(this.env.DB, url.searchParams.get("id"));
+        await this.state.storage.put("state", "{\"claim\":\"x\"}");
+        await this.state.storage.setAlarm(Date.now() + 3_600_000);
         return ok();
       default:
         return new Response("no such part", { status: 404 });

@@ -13,12 +13,13 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// (route, whether it goes through an object).
-const PARTS: [(&str, bool); 5] = [
+const PARTS: [(&str, bool); 6] = [
     ("health", false),
     ("d1", false),
     ("do", true),
     ("do-storage", true),
     ("do-d1-storage", true),
+    ("do-d1-storage-alarm", true),
 ];
 
 const LEVELS: [usize; 4] = [1, 8, 32, 128];

@@ -17,19 +17,26 @@
 //!                                                    D1, waiters, workerd CPU/RSS of idle long-polls
 //! sema-bench --url URL runs-throughput [--runs 400] [--runners 8] [--submitters 8]
 //!                                                    runs/s through submit → lease → finish
-//! sema-bench --url PEER peer-admission|peer-contention   the same against LangGraph's dev server
+//! sema-bench --url URL end-to-end [--runs 200] [--runners 8] [--clients 8] [--events 10] [--runner-bin PATH]
+//!                                                    runs/s with the reference runner, submit → SSE done
+//! sema-bench --url URL listing [--samples 100] [--tenant T] [--session S] [--pages 20]
+//!                                                    listings on a store seeded by bench/scale_seed.py
+//! sema-bench --url PEER peer-admission|peer-contention|peer-end-to-end   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
 //! ```
 //! `--url` and `--target` may stand before or after the scenario; `sema-bench help SCENARIO` lists
 //! a scenario's flags and defaults.
-//! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client.
+//! The bench acts as the runner itself (local mode: `X-Sema-Role: runner`) and as the SSE client,
+//! except in `end-to-end`, where the reference runner (`sema-runner`, a child process) runs the runs.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
 mod conflict_load;
+mod end_to_end;
 mod floor;
 mod leader;
 mod queues;
 mod queues_ws;
+mod scale;
 mod steer;
 
 use clap::{Parser, Subcommand};
@@ -902,6 +909,26 @@ enum Scenario {
         #[arg(long, default_value_t = 20_000)]
         lease_wait_ms: u64,
     },
+    /// End to end with N reference runners (the `sema-runner` binary, started as a child): runs/s
+    /// through submit → lease → E appends → finish → the SSE client reads `done`, and per-run
+    /// submit → done latency (the runner does no work).
+    EndToEnd {
+        /// Runs submitted (each into a fresh session) and read to their `done` frame.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// The reference runner's worker threads (`--concurrency`).
+        #[arg(long, default_value_t = 8)]
+        runners: usize,
+        /// Client threads submitting and reading streams.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// `say` lines per run's objective: one text_delta append each.
+        #[arg(long, default_value_t = 10)]
+        events: usize,
+        /// The reference runner binary.
+        #[arg(long, default_value = "target/release/sema-runner")]
+        runner_bin: String,
+    },
     /// The platform's floor: the parts of one admission (trivial route, D1 batch, object round
     /// trip, object storage, object + D1 + storage) on the bench-only floor Worker
     /// (`bench/floor/`), new and warm objects, at concurrency 1/8/32/128.
@@ -909,6 +936,22 @@ enum Scenario {
         /// Requests per part, object kind and level.
         #[arg(long, default_value_t = 256)]
         per_level: usize,
+    },
+    /// Listings as one tenant on a store seeded out of band (`bench/scale_seed.py`): the tenant's
+    /// runs (first page and a deep keyset page), a session's runs, runs by status, sessions, approvals.
+    Listing {
+        /// Requests per kind of listing.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+        /// The tenant listing (`X-Sema-Principal`): `tenant-4` owns seeded parked sessions.
+        #[arg(long, default_value = "tenant-4")]
+        tenant: String,
+        /// The session whose runs are listed.
+        #[arg(long, default_value = "scale-s-4")]
+        session: String,
+        /// Pages followed by `nextCursor` before the deep page is timed.
+        #[arg(long, default_value_t = 20)]
+        pages: usize,
     },
     /// Admission against LangGraph's dev server.
     PeerAdmission {
@@ -924,6 +967,16 @@ enum Scenario {
         /// Simultaneous submits per session.
         #[arg(long, default_value_t = 100)]
         contenders: usize,
+    },
+    /// End to end against LangGraph's dev server: runs/s and submit → end of stream of stub runs
+    /// streamed to their end (the graph runs in-process: no runner, no appends).
+    PeerEndToEnd {
+        /// Runs, each on a fresh thread, streamed to their end.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Client threads.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
     },
 }
 
@@ -1015,7 +1068,23 @@ fn main() {
             submitters,
             lease_wait_ms,
         } => queues::runs_throughput(&ctx.url, runs, runners, submitters, lease_wait_ms),
+        Scenario::EndToEnd {
+            runs,
+            runners,
+            clients,
+            events,
+            runner_bin,
+        } => end_to_end::end_to_end(&ctx.url, runs, runners, clients, events, &runner_bin),
+        Scenario::PeerEndToEnd { runs, clients } => {
+            end_to_end::peer_end_to_end(&ctx.url, runs, clients)
+        }
         Scenario::Floor { per_level } => floor::floor(&ctx.url, per_level),
+        Scenario::Listing {
+            samples,
+            tenant,
+            session,
+            pages,
+        } => scale::listing(&ctx.url, samples, &tenant, &session, pages),
         Scenario::PeerAdmission { per_level } => peer_admission(&ctx, per_level),
         Scenario::PeerContention {
             sessions,
@@ -1079,6 +1148,26 @@ mod tests {
     }
 
     #[test]
+    fn the_listing_scenario_lists_as_the_seeded_tenant_with_parked_sessions_by_default() {
+        let cli = Cli::try_parse_from(["sema-bench", "listing"]).unwrap();
+        match cli.scenario {
+            Scenario::Listing {
+                samples,
+                tenant,
+                session,
+                pages,
+            } => {
+                assert_eq!((samples, pages), (100, 20));
+                assert_eq!(
+                    (tenant.as_str(), session.as_str()),
+                    ("tenant-4", "scale-s-4")
+                );
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
     fn the_leader_scenario_takes_its_documented_defaults() {
         let cli = Cli::try_parse_from(["sema-bench", "--url", "http://x", "leader"]).unwrap();
         assert!(matches!(
@@ -1132,6 +1221,64 @@ mod tests {
         assert!(matches!(
             cli.scenario,
             Scenario::IdleRunners { ref workerd_pid, .. } if workerd_pid == &[12, 34]
+        ));
+    }
+
+    #[test]
+    fn the_end_to_end_scenarios_take_their_documented_defaults_and_the_scripts_bench_flags() {
+        let cli = Cli::try_parse_from(["sema-bench", "end-to-end"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::EndToEnd { runs: 200, runners: 8, clients: 8, events: 10, ref runner_bin }
+                if runner_bin == "target/release/sema-runner"
+        ));
+        let cli = Cli::try_parse_from(["sema-bench", "peer-end-to-end"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::PeerEndToEnd {
+                runs: 200,
+                clients: 8
+            }
+        ));
+        let cli = Cli::try_parse_from([
+            "sema-bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--target",
+            "workerd-direct",
+            "end-to-end",
+            "--runs",
+            "30",
+            "--runners",
+            "8",
+        ])
+        .unwrap();
+        assert_eq!(cli.target.as_deref(), Some("workerd-direct"));
+        assert!(matches!(
+            cli.scenario,
+            Scenario::EndToEnd {
+                runs: 30,
+                runners: 8,
+                ..
+            }
+        ));
+        let cli = Cli::try_parse_from([
+            "sema-bench",
+            "--url",
+            "http://127.0.0.1:1",
+            "--target",
+            "peer",
+            "peer-end-to-end",
+            "--runs",
+            "30",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::PeerEndToEnd {
+                runs: 30,
+                clients: 8
+            }
         ));
     }
 

@@ -219,6 +219,21 @@ impl Hub {
         rx
     }
 
+    /// Whether anyone waits for `task_id` to end or has a stream of it open.
+    pub fn watches(&self, task_id: &str) -> bool {
+        let waits = self
+            .waiters
+            .borrow()
+            .get(task_id)
+            .is_some_and(|l| l.iter().any(|w| !w.is_canceled()));
+        waits
+            || self
+                .subs
+                .borrow()
+                .get(task_id)
+                .is_some_and(|l| l.iter().any(|s| s.borrow().is_open()))
+    }
+
     /// How many callers wait and streams are open (waiters already given up on not counted).
     pub fn counts(&self) -> (usize, usize) {
         let waiters = self

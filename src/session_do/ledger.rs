@@ -129,6 +129,18 @@ impl SessionDo {
         }
     }
 
+    /// The reaper ended `task_id` or found it ended, and let its claim go in D1 in that same batch
+    /// (a tick tells only of claims it released, and only for runs terminal or gone, which stay so).
+    /// So nothing in D1 is left to write: forget the claim here, and read the run's row only when
+    /// someone watches the run, whose streams and waiters end with its done frame. An object that
+    /// holds no claim for it and no watcher answers without a D1 round trip.
+    pub(super) async fn reaped(&self, cx: &Cx, task_id: &str) -> Result<bool, Failure> {
+        if self.hub.watches(task_id) {
+            return self.end_run(cx, task_id).await;
+        }
+        self.forget_claim_of(task_id).await
+    }
+
     /// `task_id` ended (or lost its claim) outside this object: let its claim go here and in D1 if
     /// its row is terminal or gone, and end its open streams and waiters with `done`.
     pub(super) async fn end_run(&self, cx: &Cx, task_id: &str) -> Result<bool, Failure> {

@@ -157,7 +157,7 @@ impl SessionDo {
             SessionCall::Finish { task_id, finish } => self.finish(cx, &task_id, finish).await?,
             SessionCall::Steer { task_id, message } => self.steer(cx, task_id, &message).await?,
             SessionCall::RunEnded { task_id } => SessionReply::Noted {
-                claim_released: self.end_run(cx, &task_id).await?,
+                claim_released: self.reaped(cx, &task_id).await?,
             },
             SessionCall::Park { task_id, park } => self.park(cx, &task_id, park).await?,
             SessionCall::Decide { decide, wake } => self.decide(cx, decide, wake).await?,

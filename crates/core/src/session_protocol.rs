@@ -81,8 +81,9 @@ pub enum SessionCall {
         task_id: String,
         message: String,
     },
-    /// A run of this session ended or lost its claim outside the object (a reaper pass, an
-    /// out-of-band write): forget its claim if held, end its streams and waiters with `done`.
+    /// A reaper pass ended a run of this session, or found it ended (terminal or gone), and
+    /// released its claim in D1 in the same batch: forget the claim if held, end the run's streams
+    /// and waiters with `done`. D1 needs nothing more from the object.
     RunEnded {
         task_id: String,
     },

@@ -743,6 +743,78 @@ fn leader_listings_and_the_driving_pass_use_an_index_and_never_sort_on_mysql() {
     leader_reads_are_served_by_an_index(&MyFx::new(), Dialect::Mysql);
 }
 
+/// Runs of many sessions owned by few principals: `n` runs, session `s<i mod 2000>` owned by
+/// `o<session mod 10>` (so each owner has 200 sessions and n/10 runs), created in the order of i.
+/// Statistics are refreshed on PostgreSQL and MariaDB, as their servers keep them; SQLite is left
+/// without, as D1 keeps none unless told to.
+fn seed_owned_runs<F: Fixture>(fx: &F, d: Dialect, n: usize) {
+    let rows: Vec<String> = (0..n)
+        .map(|i| {
+            let session = i % 2000;
+            format!(
+                "('t{i:06}', 's{session:04}', 'o{}', 'i', 'completed', 'o', 'o', '{{}}', {}, {}, {})",
+                session % 10,
+                1_000 + i,
+                1_000 + i,
+                1_000 + i
+            )
+        })
+        .collect();
+    for chunk in rows.chunks(500) {
+        fx.raw(&format!(
+            "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+             objective_preview, meta, heartbeat_at, created_at, updated_at) VALUES {}",
+            chunk.join(", ")
+        ));
+    }
+    match d {
+        Dialect::Sqlite => {}
+        Dialect::Postgres => fx.raw("ANALYZE task_run"),
+        Dialect::Mysql => fx.raw("ANALYZE TABLE task_run"),
+    }
+}
+
+/// A session's runs as its owner lists them (first page, after a cursor, by status) are read
+/// through the session's index: never by walking every run of the owner.
+fn session_listings_read_the_session_index<F: PlanFx>(fx: &F, d: Dialect) {
+    seed_owned_runs(fx, d, 20_000);
+    for status in [None, Some("completed")] {
+        for cursor in [None, Some((15_000, "t014000"))] {
+            let stmt = run_sql::list_runs(
+                d,
+                &ListScope::Owner(Some("o3")),
+                Some("s0003"),
+                status,
+                cursor,
+                51,
+            );
+            let name = format!("list_runs of s0003 for o3 {status:?} {cursor:?}");
+            let sql = inlined(d, &stmt);
+            fx.assert_served_by_an_index(&name, &sql);
+            let plan = fx.explain(&sql).join("\n");
+            assert!(
+                plan.contains("idx_task_run_session_created"),
+                "{name}: not through the session's index: {plan}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sessions_runs_listed_by_its_owner_are_read_through_the_session_index_on_sqlite() {
+    session_listings_read_the_session_index(&SqliteFx::new(), Dialect::Sqlite);
+}
+
+#[test]
+fn a_sessions_runs_listed_by_its_owner_are_read_through_the_session_index_on_postgres() {
+    session_listings_read_the_session_index(&PgFx::new(), Dialect::Postgres);
+}
+
+#[test]
+fn a_sessions_runs_listed_by_its_owner_are_read_through_the_session_index_on_mysql() {
+    session_listings_read_the_session_index(&MyFx::new(), Dialect::Mysql);
+}
+
 /// Session faces (listing and one session), the session's deletion and the retention purge: no
 /// table is ever scanned without an index (stricter than [`GUARDED`]: every table, every alias), and
 /// the listing reads sessions in index order (no sort).
