@@ -336,12 +336,16 @@ pub async fn steer(
 /// joins it in flight (`done` with `replay: true` when it ends). `Last-Event-ID` is read only there
 /// (the key names the run the anchor belongs to; a fresh submission's stream starts at its start):
 /// at or past the ended run's `done` frame's id it is `204 No Content`, as on `/v1/runs/{id}/events`.
+/// A malformed one is a 400 on every form.
 pub async fn submit_task(
     req: &mut Request,
     cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
     let raw_key = req.headers().get("idempotency-key").ok().flatten();
+    // Checked on every form, before anything is admitted, though only a keyed replay reads it: a
+    // malformed anchor is the caller's mistake whichever form it came with (found by the fuzz).
+    let anchor = last_event_id(req)?;
     let (value, body): (_, sema_core::runner_wire::TaskBody) = json_body(req).await?;
     let (submit, mode) = body.validate()?;
     let input = admit_input(
@@ -365,7 +369,7 @@ pub async fn submit_task(
                 .ok_or_else(|| ApiError::not_found("run"))?;
             let call = match mode {
                 TaskMode::Stream => {
-                    if let Some(after) = last_event_id(req)? {
+                    if let Some(after) = anchor {
                         if crate::ledger_read::past_done(cx, &run, after).await? {
                             return Ok(reply::no_content());
                         }

@@ -13,18 +13,38 @@ use sema_core::{
 };
 
 impl SessionDo {
-    /// Sets the alarm at the claim's recheck time (nothing to do without a claim).
+    /// Sets the alarm at the claim's recheck time (nothing to do without a claim), unless this
+    /// instance already set one that fires no later: that one looks at the claim first (the alarm
+    /// judges whatever claim is held when it fires, and re-arms at that claim's recheck time), so
+    /// an admission into a session whose previous run's alarm is still pending writes no alarm.
     pub(super) async fn arm_alarm(&self) -> Result<(), Failure> {
         let Some(at) = self.load().await?.claim.map(|c| c.recheck_at) else {
             return Ok(());
         };
-        let offset = (at - platform::now_ms()).max(1);
+        if self.alarm_at.get().is_some_and(|armed| armed <= at) {
+            return Ok(());
+        }
+        self.set_alarm_in(at - platform::now_ms()).await
+    }
+
+    /// Sets the alarm `offset_ms` from now (at least 1 ms) and remembers when it is due. Every
+    /// alarm the object sets goes through here, so while `alarm_at` names a time, an alarm is
+    /// pending that is due no later than it.
+    pub(super) async fn set_alarm_in(&self, offset_ms: i64) -> Result<(), Failure> {
+        let offset = offset_ms.max(1);
+        // The runtime counts the offset from the same clock reading (no I/O in between).
+        let at = platform::now_ms() + offset;
+        // Remembered only once set: after a failed write the pending alarm is the earlier one or,
+        // had the write taken effect after all, this earlier one; either is due by `alarm_at`.
         self.state.storage().set_alarm(offset).await?;
+        self.alarm_at.set(Some(at));
         Ok(())
     }
 
     /// The alarm fired: judge the claim's holder and act (under the lock, like any claim change).
     pub(super) async fn on_alarm(&self) -> Result<(), Failure> {
+        // No alarm is pending once it fires (until one is set again below).
+        self.alarm_at.set(None);
         let _serialised = self.lock.lock().await;
         let Some(claim) = self.load().await?.claim else {
             return Ok(());
@@ -63,10 +83,7 @@ impl SessionDo {
                     c.gate_kind = None;
                 }
                 self.save(state).await?;
-                self.state
-                    .storage()
-                    .set_alarm(staleness.held_ms.max(1_000))
-                    .await?;
+                self.set_alarm_in(staleness.held_ms.max(1_000)).await?;
             }
             (Verdict::Stale { .. }, Some(row)) => {
                 let failed = store
@@ -84,7 +101,7 @@ impl SessionDo {
                     crate::leader_driver::after_child_change(&cx, &session_id).await;
                 } else {
                     // Heard from between the read and the write: look again at its new deadline.
-                    self.state.storage().set_alarm(1_000_i64).await?;
+                    self.set_alarm_in(1_000).await?;
                 }
             }
             (Verdict::Dead | Verdict::Stale { .. }, _) => {

@@ -40,7 +40,10 @@ use sema_core::{
     liveness::Staleness,
     session_protocol::{Lock, SessionCall, SessionReply, REPLY_HEADER},
 };
-use std::{cell::RefCell, rc::Rc};
+use std::{
+    cell::{Cell, RefCell},
+    rc::Rc,
+};
 use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
 
 #[durable_object]
@@ -56,6 +59,10 @@ pub struct SessionDo {
     tickets: RefCell<Option<sema_core::stream_ticket::TicketBook>>,
     /// The liveness knobs, read once: a deployment's vars do not change under a live object.
     staleness: Staleness,
+    /// When the alarm this instance last set is due (`None`: none set since it started, or it
+    /// fired, or it was deleted): while it names a time, an alarm due no later is pending
+    /// (`alarm.rs`).
+    alarm_at: Cell<Option<i64>>,
 }
 
 /// What a call produced: a reply, or a stream the object opened.
@@ -75,6 +82,7 @@ impl DurableObject for SessionDo {
             hub: Rc::new(Hub::default()),
             tickets: RefCell::new(None),
             staleness,
+            alarm_at: Cell::new(None),
         }
     }
 
@@ -98,7 +106,7 @@ impl DurableObject for SessionDo {
         if let Err(f) = self.on_alarm().await {
             worker::console_error!("session alarm: {f:?}");
             // Try again soon rather than leave the claim unwatched; the cron is the backstop.
-            let _ = self.state.storage().set_alarm(5_000_i64).await;
+            let _ = self.set_alarm_in(5_000).await;
         }
         Response::empty()
     }

@@ -42,6 +42,8 @@ impl SessionDo {
                 // logged, not answered as a failed delete (what is left names only deleted runs:
                 // a claim whose run is gone is let go by the next look, tickets open nothing).
                 let storage = self.state.storage();
+                // Forgotten before the delete: should it fail, the next claim sets one again.
+                self.alarm_at.set(None);
                 if let Err(e) = storage.delete_alarm().await {
                     worker::console_error!("session delete: clearing the alarm: {e:?}");
                 }

@@ -216,6 +216,22 @@ fn integers_beyond_2_pow_53_are_a_400_never_a_500() {
 }
 
 #[test]
+fn a_malformed_last_event_id_on_post_v1_tasks_is_a_400_in_either_form_and_admits_nothing() {
+    let session = unique("tasks-anchor");
+    let c = Client::anonymous();
+    for stream in [false, true] {
+        let body = json!({"sessionId": session, "objective": "o", "stream": stream, "waitMs": 100});
+        c.post_json_with("/v1/tasks", &body, &[("Last-Event-ID", ".mv")])
+            .assert_refusal(400, "invalid_request");
+    }
+    // Nothing was admitted: the session has no run and is still free.
+    let runs = c.get(&format!("/v1/runs?sessionId={session}"));
+    assert_eq!(runs.json()["runs"], json!([]));
+    let body = json!({"sessionId": session, "objective": "o"});
+    assert_eq!(c.post_json("/v1/runs", &body).status, 202);
+}
+
+#[test]
 fn a_header_longer_than_the_api_reads_is_431_naming_it_and_admits_nothing() {
     let session = unique("hdr-size");
     let body = json!({"sessionId": session, "objective": "o"});
