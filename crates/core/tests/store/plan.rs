@@ -477,16 +477,27 @@ fn seed_leader_runs<F: Fixture>(fx: &F, d: Dialect, n: usize) {
             )
         })
         .collect();
+    insert_rows(
+        fx,
+        "INSERT INTO leader_run (leader_run_id, owner, status, started_at_ms) VALUES",
+        &rows,
+    );
+    analyze(fx, d, "leader_run");
+}
+
+/// Inserts `rows` (value tuples) after `head` (`INSERT INTO … VALUES`), 500 to a statement.
+fn insert_rows<F: Fixture>(fx: &F, head: &str, rows: &[String]) {
     for chunk in rows.chunks(500) {
-        fx.raw(&format!(
-            "INSERT INTO leader_run (leader_run_id, owner, status, started_at_ms) VALUES {}",
-            chunk.join(", ")
-        ));
+        fx.raw(&format!("{head} {}", chunk.join(", ")));
     }
-    fx.raw(match d {
-        Dialect::Sqlite => "ANALYZE",
-        Dialect::Postgres => "ANALYZE leader_run",
-        Dialect::Mysql => "ANALYZE TABLE leader_run",
+}
+
+/// Refreshes the engine's statistics of `table` (SQLite's of every table).
+fn analyze<F: Fixture>(fx: &F, d: Dialect, table: &str) {
+    fx.raw(&match d {
+        Dialect::Sqlite => "ANALYZE".to_owned(),
+        Dialect::Postgres => format!("ANALYZE {table}"),
+        Dialect::Mysql => format!("ANALYZE TABLE {table}"),
     });
 }
 
@@ -665,18 +676,13 @@ fn seed_runs<F: Fixture>(fx: &F, d: Dialect, n: usize) {
             )
         })
         .collect();
-    for chunk in rows.chunks(500) {
-        fx.raw(&format!(
-            "INSERT INTO task_run (task_id, session_id, instance_id, status, objective, \
-             objective_preview, meta, heartbeat_at, created_at, updated_at, queue, held_by) VALUES {}",
-            chunk.join(", ")
-        ));
-    }
-    fx.raw(match d {
-        Dialect::Sqlite => "ANALYZE",
-        Dialect::Postgres => "ANALYZE task_run",
-        Dialect::Mysql => "ANALYZE TABLE task_run",
-    });
+    insert_rows(
+        fx,
+        "INSERT INTO task_run (task_id, session_id, instance_id, status, objective, \
+         objective_preview, meta, heartbeat_at, created_at, updated_at, queue, held_by) VALUES",
+        &rows,
+    );
+    analyze(fx, d, "task_run");
 }
 
 /// A queue's backlog (the lease candidates), first pages of every size a dispatcher asks for, the
@@ -760,17 +766,14 @@ fn seed_owned_runs<F: Fixture>(fx: &F, d: Dialect, n: usize) {
             )
         })
         .collect();
-    for chunk in rows.chunks(500) {
-        fx.raw(&format!(
-            "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
-             objective_preview, meta, heartbeat_at, created_at, updated_at) VALUES {}",
-            chunk.join(", ")
-        ));
-    }
-    match d {
-        Dialect::Sqlite => {}
-        Dialect::Postgres => fx.raw("ANALYZE task_run"),
-        Dialect::Mysql => fx.raw("ANALYZE TABLE task_run"),
+    insert_rows(
+        fx,
+        "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+         objective_preview, meta, heartbeat_at, created_at, updated_at) VALUES",
+        &rows,
+    );
+    if d != Dialect::Sqlite {
+        analyze(fx, d, "task_run");
     }
 }
 
