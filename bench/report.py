@@ -15,7 +15,9 @@ def load(path):
         # The PostgreSQL Worker's lines (section 11) are kept apart, so every other section stays D1's.
         # So are the bench-only far Worker's (section 12: every D1 round trip 50 ms away).
         # And the scale phase's (section 14: two fresh stores seeded out of band, 1,000 and 1,000,000 runs).
-        prefix = {"pg-direct": "pg:", "far-direct": "far:", "seed-1k": "scale:", "seed-1m": "scale:"}.get(r.get("target"), "")
+        # The far Worker's second start, admissions committed in the session object, is "farobj:".
+        prefix = {"pg-direct": "pg:", "far-direct": "far:", "far-object-direct": "farobj:",
+                  "seed-1k": "scale:", "seed-1m": "scale:"}.get(r.get("target"), "")
         by[prefix + r["scenario"]].append(r)
     return by
 
@@ -338,7 +340,7 @@ def far_section(by):
     """Issue 15 item 6: the same scenarios with every D1 round trip 50 ms away (bench-only build)."""
     out = ["## 12. Far from D1's primary (a simulated 50 ms per D1 round trip)", ""]
     if not by.get("far:admission"):
-        far = (by.get("far") or [{}])[0]
+        far = (by.get("far:far") or by.get("far") or [{}])[0]
         return out + ["No far lines in this run" + (f" ({far.get('error')})" if far.get("error") else "") + ".", ""]
     out += [
         "At the edge a session object runs near its user while D1's primary sits in one region. The bench-only build "
@@ -371,6 +373,40 @@ def far_section(by):
     errors = sum(r.get("errors", 0) for k, v in by.items() if k.startswith("far:") for r in v)
     out += [table(["scenario", "near p50 / p99 ms", "far p50 / p99 ms", "near per s", "far per s"], rows), "",
             f"Errors on the far Worker across these scenarios: {errors}.", ""]
+    out += commit_point_rows(by)
+    return out
+
+
+def commit_point_rows(by):
+    """Where an admission commits (SEMA_ADMIT_COMMIT): D1 first, or the session object's storage first."""
+    out = ["### Where an admission commits, far from D1", ""]
+    if not by.get("farobj:session-object"):
+        far = (by.get("farobj:far") or [{}])[0]
+        return out + ["No lines of the far Worker with `SEMA_ADMIT_COMMIT=object` in this run"
+                      + (f" ({far.get('error')})" if far.get("error") else "") + ".", ""]
+    out += [
+        "The far Worker again, on a fresh state, with `SEMA_ADMIT_COMMIT=object` (target far-object-direct): a submit "
+        "into a session its object has confirmed, with no key and a server-minted id, commits in the object's storage "
+        "and is answered; D1 gets the run right after (docs/ARCHITECTURE.md, \"The commit point\"). A new session's "
+        "first admission still commits in D1. *Warm*: sequential submits into one session, its previous run cancelled "
+        "between them (`session-object`); *submit → lease*: into a warm session, a runner waiting on the WebSocket "
+        "(the run is leasable once D1 has it).",
+        "",
+    ]
+    p = lambda r: r and f"{fmt(r['p50_ms'])} / {fmt(r['p99_ms'])}"
+    so = lambda key, what: next(iter(pick(by.get(key, []), what=what)), None)
+    near_so = lambda what: next(iter(pick(pick(by.get("session-object", []), target="workerd-direct"), what=what)), None)
+    lat = lambda key: next(iter(pick(by.get(key, []), session="warm")), None)
+    near_lat = next(iter(pick(pick(by.get("dispatch-latency-ws", []), target="workerd-direct"), session="warm")), None)
+    rows = []
+    for label, what in [("admission into a warm session", "admission into a warm session object"),
+                        ("admission into a new session", "admission creating a new session object")]:
+        rows.append([label, p(near_so(what)), p(so("far:session-object", what)), p(so("farobj:session-object", what))])
+    rows.append(["submit → lease, warm session", p(near_lat), p(lat("far:dispatch-latency-ws")),
+                 p(lat("farobj:dispatch-latency-ws"))])
+    errors = sum(r.get("errors", 0) for k, v in by.items() if k.startswith("farobj:") for r in v)
+    out += [table(["p50 / p99 ms", "near, D1 commit", "far, D1 commit", "far, object commit"], rows), "",
+            f"Errors on the far Worker with the object commit: {errors}.", ""]
     return out
 
 

@@ -17,6 +17,13 @@ pub fn staleness(env: &Env) -> Staleness {
     )
 }
 
+/// `SEMA_ADMIT_COMMIT` (default `d1`): `object` lets a session object commit an admission in its
+/// own storage and answer before D1 has it (`sema_core::admission::commits_in_object`).
+pub fn admit_commit(env: &Env) -> sema_core::admission::CommitPoint {
+    let v = env.var("SEMA_ADMIT_COMMIT").ok().map(|v| v.to_string());
+    sema_core::admission::CommitPoint::parse(v.as_deref())
+}
+
 /// `LEADER_RUN_STALE_MS` (default 24 h): a running leader run older than this is failed.
 pub fn leader_run_stale_ms(env: &Env) -> i64 {
     int(env, "LEADER_RUN_STALE_MS")

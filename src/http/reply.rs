@@ -75,6 +75,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
                 .to_string(),
         ),
         SessionReply::Noted { .. }
+        | SessionReply::Flushed { .. }
         | SessionReply::ChildStart { .. }
         | SessionReply::Ticket { .. }
         | SessionReply::TicketHolder { .. } => {

@@ -6,16 +6,16 @@
 use super::{body::json_body, error::json, reply};
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
-    admission::AdmitInput,
+    admission::{AdmitInput, CommitPoint},
     answer,
     auth::Principal,
     idempotency::{self, Replay},
-    ids::TaskId,
+    ids::{self, TaskId},
     list::{encode_cursor, next_page, RunListQuery},
     liveness,
     run::RunRow,
     runner_wire::TaskMode,
-    session_protocol::SessionCall,
+    session_protocol::{SessionCall, SessionReply},
     sql::{event_sql::EVENT_PAGE_MAX_BYTES, run_sql::ListScope},
     status,
     store::{AdmissionStore, RunReadStore},
@@ -101,15 +101,35 @@ pub async fn visible_run(
     principal: &Principal,
     task_id: &TaskId,
 ) -> Result<RunRow, Failure> {
-    let run = cx
-        .store()?
-        .get_run(task_id.as_str())
+    let run = find_run(cx, task_id)
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?;
     if !principal.may_access(run.owner.as_deref()) {
         return Err(ApiError::not_found("run").into());
     }
     Ok(run)
+}
+
+/// Reads run `task_id` from D1. Where admissions may commit in their session object first
+/// (`SEMA_ADMIT_COMMIT=object`), a run the server minted moments ago may still be on its way
+/// from the object's outbox: a miss is read again after short pauses until the id is older than
+/// `ids::OUTBOX_WAIT_MS`, so a client that got its 202 reads its run (read-your-writes) while
+/// an id that names nothing is answered 404 after at most that window.
+pub async fn find_run(cx: &Cx, task_id: &TaskId) -> Result<Option<RunRow>, Failure> {
+    let store = cx.store()?;
+    let waits = config::admit_commit(&cx.env) == CommitPoint::Object;
+    let mut waited = 0;
+    loop {
+        if let Some(run) = store.get_run(task_id.as_str()).await? {
+            return Ok(Some(run));
+        }
+        let pause = match ids::outbox_retry_in(task_id, platform::now_ms(), waited) {
+            Some(p) if waits => p,
+            _ => return Ok(None),
+        };
+        worker::Delay::from(std::time::Duration::from_millis(pause as u64)).await;
+        waited += pause;
+    }
 }
 
 /// `GET /v1/runs/{id}`: the read face as of now (a silent running run reads `failed`, `run.stalled`).
@@ -126,6 +146,12 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     let url = req.url()?;
     let q = RunListQuery::parse(url.query().unwrap_or(""))?;
+    if let Some(session) = q.session_id.as_deref() {
+        // A session's own listing shows the run its object answered but has not yet written.
+        if config::admit_commit(&cx.env) == CommitPoint::Object {
+            client::call(cx, session, &SessionCall::Flush).await?;
+        }
+    }
     let scope = ListScope::of(principal);
     let mut runs = cx
         .store()?
@@ -155,7 +181,7 @@ pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Respo
 /// lets go of a claim it still remembers for it (a run ended out of band) and ends its streams.
 pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
     let store = cx.store()?;
-    let session_id = match store.get_run(task_id.as_str()).await? {
+    let session_id = match find_run(cx, task_id).await? {
         Some(run) => {
             if !principal.may_access(run.owner.as_deref()) {
                 return Err(ApiError::not_found("run").into());
@@ -417,5 +443,24 @@ pub(super) async fn ask(
     session_id: &str,
     call: &SessionCall,
 ) -> Result<Response, Failure> {
-    reply::render(cx, client::call(cx, session_id, call).await?)
+    let answer = client::call(cx, session_id, call).await?;
+    if matches!(&answer, client::Answer::Reply(SessionReply::Admitted(a)) if a.flush) {
+        flush_after_answer(cx, session_id).await;
+    }
+    reply::render(cx, answer)
+}
+
+/// Asks the session's object, once this response is sent, to write the admission it answered
+/// from its own storage into D1. Losing this call delays the write to the object's alarm.
+async fn flush_after_answer(cx: &Cx, session_id: &str) {
+    let mut later = Cx::new(cx.env.clone());
+    later.fail = cx.fail.clone();
+    let session = session_id.to_owned();
+    cx.after_response(async move {
+        later.fail.hit("admit.before_flush").await;
+        if let Err(f) = client::call(&later, &session, &SessionCall::Flush).await {
+            worker::console_error!("flush of session {session}: {f:?}");
+        }
+    })
+    .await;
 }

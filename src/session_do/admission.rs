@@ -11,7 +11,8 @@ use super::SessionDo;
 use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     admission::{
-        self, Admission, AdmitDecision, AdmitInput, Claim, Reconcile, SessionOwner, SessionState,
+        self, Admission, AdmitDecision, AdmitInput, Claim, CommitPoint, PendingAdmission,
+        Reconcile, SessionOwner, SessionState,
     },
     conflict::Conflict,
     dispatch::Ready,
@@ -98,12 +99,21 @@ impl SessionDo {
     /// caller has no answer yet. Only memory is read here, never storage (a storage read racing
     /// the lock holder's write could put an older state back into memory). A free session, a claim
     /// due for a look and a session never seen by this instance all take the lock.
-    pub(super) async fn submit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
+    ///
+    /// `point`: where a submission that finds the session free may commit (see
+    /// [`SessionDo::commit_in_object`]); D1 for every form but the plain one.
+    pub(super) async fn submit(
+        &self,
+        cx: &Cx,
+        input: &AdmitInput,
+        point: CommitPoint,
+    ) -> Result<Admission, Refusal> {
         if let Some(answer) = self.answer_from_memory(input) {
             return answer;
         }
         let _serialised = self.lock.lock().await;
-        self.admit(cx, input).await
+        self.settle(cx).await?;
+        self.admit_at(cx, input, point).await
     }
 
     fn answer_from_memory(&self, input: &AdmitInput) -> Option<Result<Admission, Refusal>> {
@@ -128,10 +138,22 @@ impl SessionDo {
         }
     }
 
-    /// Admits `input`; the caller holds the lock.
+    /// Admits `input` with its commit in D1; the caller holds the lock.
     pub(super) async fn admit(&self, cx: &Cx, input: &AdmitInput) -> Result<Admission, Refusal> {
+        self.admit_at(cx, input, CommitPoint::D1).await
+    }
+
+    async fn admit_at(
+        &self,
+        cx: &Cx,
+        input: &AdmitInput,
+        point: CommitPoint,
+    ) -> Result<Admission, Refusal> {
         let state = self.load().await?;
         match admission::decide(&state, input, platform::now_ms()) {
+            AdmitDecision::Write if admission::commits_in_object(point, &state, input) => {
+                Ok(self.commit_in_object(cx, state, input).await?)
+            }
             AdmitDecision::Write => {
                 self.write_run(cx, state, input, Write::Fresh, ATTEMPTS)
                     .await
@@ -243,6 +265,7 @@ impl SessionDo {
                     body,
                     task_id: input.task_id.clone(),
                     replayed: false,
+                    flush: false,
                 })
             }
             CreateRun::ForeignSession { owner } => {
@@ -299,19 +322,114 @@ impl SessionDo {
             id: input.owner.clone(),
         });
         state.claim = Some(admission::claim_of(input, body, recheck));
+        state.confirmed = true;
         self.save(state).await?;
         self.arm_alarm().await?;
-        // The run is leasable: its queue's dispatcher hands it to a waiting runner, after this
-        // answer (a lost notice is announced again by the cron's sweep).
+        self.announce(input, now);
+        Ok(())
+    }
+
+    /// The run is leasable: its queue's dispatcher hands it to a waiting runner, after this
+    /// answer (a lost notice is announced again by the cron's sweep).
+    fn announce(&self, input: &AdmitInput, since: i64) {
         let env = self.env.clone();
         let queue = input.queue.clone();
         let runs = vec![Ready {
-            since: now,
+            since,
             task_id: input.task_id.clone(),
         }];
         self.state.wait_until(async move {
             crate::dispatch_do::announce(&env, &queue, runs).await;
         });
+    }
+}
+
+/// How soon the object's alarm writes an answered admission into D1 if nothing else has (the
+/// Worker's flush lost, or the runtime restarted).
+const FLUSH_RETRY_MS: i64 = 1_000;
+
+impl SessionDo {
+    /// Commits `input` in the object's storage alone and answers 202 (`CommitPoint::Object`,
+    /// allowed by `admission::commits_in_object`): the claim and the outbox entry holding the
+    /// run's D1 batch are one storage write, and the runtime's output gate holds the answer until
+    /// that write is durable, so no 202 goes out for an admission a restart could forget. D1
+    /// gets the run from [`SessionDo::settle`]: the Worker asks for it right after answering,
+    /// every later call under the lock settles first, and the alarm set here (within
+    /// [`FLUSH_RETRY_MS`]) retries until D1 has it. Until then the claim in memory answers
+    /// conflicting submits as for any claim, and readers by id wait for the row
+    /// (`sema_core::ids::outbox_retry_in`).
+    ///
+    /// Why D1 will take the batch: the state is confirmed (this instance saw D1 commit this
+    /// owner's admission), the session is free in memory, and every claim of a session is taken
+    /// through its object under this lock, so D1 holds no claim the object does not know of;
+    /// the task id is fresh and the submit carries no key, so nothing outside the session can
+    /// collide with it. Should D1 refuse anyway, the entry stays pending and is tried again.
+    async fn commit_in_object(
+        &self,
+        cx: &Cx,
+        mut state: SessionState,
+        input: &AdmitInput,
+    ) -> Result<Admission, Failure> {
+        let body = admission::admitted_body(&input.task_id, &input.session_id);
+        let now = platform::now_ms();
+        let staleness = self.staleness;
+        let recheck = now + staleness.held_ms.min(staleness.queued_ms);
+        state.claim = Some(admission::claim_of(input, &body, recheck));
+        state.pending = Some(PendingAdmission {
+            input: input.clone(),
+            body: body.clone(),
+            at: now,
+            instance_id: config::instance_id(&self.env),
+        });
+        self.save(state).await?;
+        if self
+            .alarm_at
+            .get()
+            .is_none_or(|at| at > now + FLUSH_RETRY_MS)
+        {
+            self.set_alarm_in(FLUSH_RETRY_MS).await?;
+        }
+        cx.fail.hit("admit.after_commit").await;
+        Ok(Admission {
+            status: 202,
+            body,
+            task_id: input.task_id.clone(),
+            replayed: false,
+            flush: true,
+        })
+    }
+
+    /// Writes the admission pending in the outbox, if any, into D1 (the same batch a D1-first
+    /// admission writes, built from what was stored), then forgets the entry, re-arms the alarm
+    /// at the claim's recheck time and announces the run to its queue. The caller holds the
+    /// lock. A batch D1 refuses leaves the entry for the next try (an error: the caller's call
+    /// fails rather than act on a session whose D1 rows lag the object).
+    pub(super) async fn settle(&self, cx: &Cx) -> Result<(), Failure> {
+        let Some(pending) = self.load().await?.pending else {
+            return Ok(());
+        };
+        cx.fail.hit("flush.before_d1").await;
+        let preview = objective_preview(&pending.input.objective);
+        let run = pending
+            .input
+            .new_run(&pending.instance_id, &preview, pending.at, &pending.body);
+        let outcome = cx.store()?.create_run(&run).await?;
+        if !pending.written_by(&outcome) {
+            return Err(Failure::Infra(format!(
+                "D1 refused the admission of {} pending in the object: {outcome:?}",
+                pending.input.task_id
+            )));
+        }
+        cx.fail.hit("flush.after_d1").await;
+        let mut state = self.load().await?;
+        state.pending = None;
+        state.confirmed = true;
+        let recheck = state.claim.as_ref().map(|c| c.recheck_at);
+        self.save(state).await?;
+        if let Some(at) = recheck {
+            self.set_alarm_in(at - platform::now_ms()).await?;
+        }
+        self.announce(&pending.input, pending.at);
         Ok(())
     }
 }

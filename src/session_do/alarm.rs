@@ -46,10 +46,12 @@ impl SessionDo {
         // No alarm is pending once it fires (until one is set again below).
         self.alarm_at.set(None);
         let _serialised = self.lock.lock().await;
+        let cx = Cx::new(self.env.clone());
+        // An admission still in the outbox goes to D1 first (this alarm may be its retry).
+        self.settle(&cx).await?;
         let Some(claim) = self.load().await?.claim else {
             return Ok(());
         };
-        let cx = Cx::new(self.env.clone());
         let store = cx.store()?;
         let row = store.get_run(&claim.task_id).await?;
         let now = platform::now_ms();

@@ -35,7 +35,7 @@ mod tickets;
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use fanout::Hub;
 use sema_core::{
-    admission::SessionState,
+    admission::{CommitPoint, SessionState},
     fair_lock::FairLock,
     liveness::Staleness,
     session_protocol::{Lock, SessionCall, SessionReply, REPLY_HEADER},
@@ -63,6 +63,8 @@ pub struct SessionDo {
     /// fired, or it was deleted): while it names a time, an alarm due no later is pending
     /// (`alarm.rs`).
     alarm_at: Cell<Option<i64>>,
+    /// Where a plain admission may commit (`SEMA_ADMIT_COMMIT`), read once.
+    commit_point: CommitPoint,
 }
 
 /// What a call produced: a reply, or a stream the object opened.
@@ -74,6 +76,7 @@ pub(crate) enum Outcome {
 impl DurableObject for SessionDo {
     fn new(state: State, env: Env) -> Self {
         let staleness = crate::config::staleness(&env);
+        let commit_point = crate::config::admit_commit(&env);
         Self {
             state,
             env,
@@ -83,6 +86,7 @@ impl DurableObject for SessionDo {
             tickets: RefCell::new(None),
             staleness,
             alarm_at: Cell::new(None),
+            commit_point,
         }
     }
 
@@ -123,22 +127,28 @@ fn reply_response(reply: &SessionReply) -> worker::Result<Response> {
 impl SessionDo {
     async fn dispatch(&self, cx: &Cx, call: SessionCall) -> Result<Outcome, Failure> {
         let _serialised = match call.lock() {
-            Lock::Whole => Some(self.lock.lock().await),
+            Lock::Whole => {
+                let guard = self.lock.lock().await;
+                // An admission still in the outbox reaches D1 before any other write of the
+                // session, so every call under the lock finds D1 as the object left it.
+                self.settle(cx).await?;
+                Some(guard)
+            }
             Lock::Admission | Lock::Free => None,
         };
         let reply = match call {
-            SessionCall::Admit(input) => match self.submit(cx, &input).await {
+            SessionCall::Admit(input) => match self.submit(cx, &input, self.commit_point).await {
                 Ok(admission) => SessionReply::Admitted(admission),
                 Err(refusal) => refusal.into_reply(),
             },
             SessionCall::AdmitStream(input) => {
-                let admitted = self.submit(cx, &input).await;
+                let admitted = self.submit(cx, &input, CommitPoint::D1).await;
                 return self.stream_admission(cx, &input, admitted).await;
             }
             SessionCall::AdmitWait { input, wait_ms } => {
                 // Registered before admitting, so a run that ends at once is not missed.
                 let done = self.hub.wait_done(&input.task_id);
-                let admitted = self.submit(cx, &input).await;
+                let admitted = self.submit(cx, &input, CommitPoint::D1).await;
                 match admitted {
                     Ok(a) => self.wait_for(cx, &a.task_id, done, wait_ms).await?,
                     Err(refusal) => refusal.into_reply(),
@@ -192,6 +202,10 @@ impl SessionDo {
                 self.check_ticket(&task_id, &ticket, owner.as_deref())
                     .await?
             }
+            // Settled above, under the lock.
+            SessionCall::Flush => SessionReply::Flushed {
+                written: self.load().await?.pending.is_none(),
+            },
             SessionCall::Stats => {
                 let (waiters, streams) = self.hub.counts();
                 SessionReply::Stats {

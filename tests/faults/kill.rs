@@ -39,10 +39,18 @@ struct Harness {
     killed: Vec<&'static str>,
     /// Sessions found stuck (recorded, so the steps after still run; asserted at the end).
     stuck: std::cell::RefCell<Vec<String>>,
+    /// Vars (`NAME:value`) of every start.
+    knobs: Vec<String>,
 }
 
 impl Harness {
     fn new() -> Self {
+        Self::new_with(&[], "")
+    }
+
+    /// Started with `knobs` (`NAME:value`), here and at every restart, and failpoints `extra`
+    /// armed everywhere for this first start only.
+    fn new_with(knobs: &[&str], extra: &str) -> Self {
         let dir = crate::harness::work_dir("kill");
         let state = dir.join("state");
         migrate(&state);
@@ -54,13 +62,16 @@ impl Harness {
             acked: Vec::new(),
             killed: Vec::new(),
             stuck: Default::default(),
+            knobs: knobs.iter().map(|k| (*k).to_owned()).collect(),
         };
-        h.start("");
+        h.start(extra);
         h
     }
 
     fn start(&mut self, extra: &str) {
-        self.start_with(extra, &[]);
+        let knobs = self.knobs.clone();
+        let knobs: Vec<&str> = knobs.iter().map(String::as_str).collect();
+        self.start_with(extra, &knobs);
     }
 
     /// Starts with failpoints `extra` armed everywhere and liveness `knobs` (`NAME:value`).
@@ -742,4 +753,125 @@ fn submits_into_a_held_session_are_answered_while_a_stalled_write_holds_the_sess
         stalled.join().unwrap().is_err(),
         "the stalled append was answered before the kill"
     );
+}
+
+/// With `SEMA_ADMIT_COMMIT=object`, a submit into a session its object has confirmed commits in
+/// the object's storage and is answered before D1 has the run. Here every write of such an
+/// admission into D1 stops at `flush.before_d1` (armed for the whole Worker: the Worker's flush
+/// after the answer and the object's alarm alike), so the 202 is out while D1 has no row; then
+/// the runtime is killed. After the restart the run reaches D1 by itself (the object's alarm):
+/// the client reads it by id, the session is held by it, a runner leases it, and cancelling it
+/// frees the session.
+#[test]
+fn an_admission_answered_from_the_session_object_reaches_d1_after_a_kill_before_it_was_written() {
+    let mut h = Harness::new_with(&["SEMA_ADMIT_COMMIT:object"], ",flush.before_d1");
+    let session = format!("outbox-{:x}", std::process::id());
+    let queue = queue_of(&session);
+    // The first admission of a new session object commits in D1 and confirms the session.
+    let first = submit(&h.api(), &session, None, None);
+    assert_eq!(first.status, 202, "{}", first.body);
+    let first = first.json()["taskId"].as_str().unwrap().to_owned();
+    assert!(h.run(&first).is_some(), "the first admission is in D1");
+    h_cancel(&h.api(), &first);
+
+    let answered = submit(&h.api(), &session, None, None);
+    assert_eq!(answered.status, 202, "{}", answered.body);
+    let task = answered.json()["taskId"].as_str().unwrap().to_owned();
+    let w = h.worker.as_ref().unwrap();
+    assert!(
+        w.wait_for_log(
+            "failpoint reached: flush.before_d1",
+            Duration::from_secs(60)
+        ),
+        "no flush of the answered admission started"
+    );
+    assert!(
+        h.run(&task).is_none(),
+        "the admission was written to D1 before its answer"
+    );
+    // The claim is the object's already: a second submit is refused, naming the answered run.
+    let second = submit(&h.api(), &session, None, None);
+    assert_eq!(second.status, 409, "{}", second.body);
+    assert_eq!(second.json()["activeTaskId"], task.as_str());
+
+    h.kill();
+    assert!(h.run(&task).is_none(), "D1 got the run before the kill");
+    h.start("");
+    let read = h.api().must("GET", &format!("/v1/runs/{task}"), None);
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.json()["sessionId"], session.as_str());
+    let row = h.run(&task);
+    assert!(
+        row.as_ref().is_some_and(|r| is_active(&r.status)),
+        "D1 has the run, active: {row:?}"
+    );
+    h.assert_invariants("a kill before the outbox was written");
+    h.assert_object_agrees(&session, "a kill before the outbox was written");
+    let epoch = h.lease(&queue, &task);
+    let (t, runner) = (task.clone(), h.runner());
+    h.assert_not_stuck(
+        &session,
+        "a kill before the outbox was written",
+        |blocker| {
+            assert_eq!(blocker, t, "the 409 names another run");
+            let f = runner.must(
+                "POST",
+                &format!("/v1/runs/{t}/finish"),
+                Some(&json!({"runnerId": "killer", "leaseEpoch": epoch, "status": "completed"})),
+            );
+            assert_eq!(f.status, 200, "{}", f.body);
+        },
+    );
+    h.assert_invariants("a kill before the outbox was written");
+}
+
+/// Read-your-writes while an admission is only in its session object: the Worker's flush after
+/// the answer never comes (`admit.before_flush`, armed for the whole Worker), so D1 gets the run
+/// only from the object's alarm, a second or so later. Meanwhile the client that got the 202
+/// reads the run by id, lists it in its session, pages its events and cancels it, each answered
+/// for that run (never a 404), and the session is free again afterwards.
+#[test]
+fn a_client_reads_lists_pages_and_cancels_its_run_while_the_admission_is_only_in_the_session_object(
+) {
+    let h = Harness::new_with(&["SEMA_ADMIT_COMMIT:object"], ",admit.before_flush");
+    let api = h.api();
+    let session = format!("ryw-{:x}", std::process::id());
+    let first = submit(&api, &session, None, None);
+    assert_eq!(first.status, 202, "{}", first.body);
+    h_cancel(&api, first.json()["taskId"].as_str().unwrap());
+
+    let admitted = |h: &Harness| {
+        let r = submit(&h.api(), &session, None, None);
+        assert_eq!(r.status, 202, "{}", r.body);
+        r.json()["taskId"].as_str().unwrap().to_owned()
+    };
+    let task = admitted(&h);
+    let read = api.must("GET", &format!("/v1/runs/{task}"), None);
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.json()["taskId"], task.as_str());
+    let page = api.must("GET", &format!("/v1/runs/{task}/events"), None);
+    assert_eq!(page.status, 200, "{}", page.body);
+    let cancelled = api.must("POST", &format!("/v1/runs/{task}/cancel"), None);
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(
+        cancelled.json()["status"],
+        "cancelled",
+        "{}",
+        cancelled.body
+    );
+
+    let task = admitted(&h);
+    let listed = api.must("GET", &format!("/v1/runs?sessionId={session}"), None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed.json()["runs"][0]["taskId"],
+        task.as_str(),
+        "the session's newest run is the one just answered: {}",
+        listed.body
+    );
+    h_cancel(&api, &task);
+    h.assert_invariants("read-your-writes");
+    h.assert_object_agrees(&session, "read-your-writes");
+    let again = submit(&api, &session, None, None);
+    assert_eq!(again.status, 202, "{}", again.body);
 }

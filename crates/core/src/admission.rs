@@ -26,6 +26,81 @@ pub struct SessionState {
     /// The run holding the session's claim.
     #[serde(default)]
     pub claim: Option<Claim>,
+    /// An admission committed in the object's storage and answered, whose D1 batch has not been
+    /// confirmed yet (the outbox; see [`commits_in_object`]). Saved with the claim it holds, in
+    /// one storage write, so the two are durable together or not at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingAdmission>,
+    /// Memory only (never stored): this instance has seen D1 commit an admission of this session
+    /// for this owner, so its owner and claim are known to match D1 rather than read back from
+    /// storage that may lag it.
+    #[serde(skip)]
+    pub confirmed: bool,
+}
+
+/// An admission answered from the object's storage, waiting for its D1 batch: everything the
+/// batch needs, so a later instance replays it as it was first built (same task id, same time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingAdmission {
+    pub input: AdmitInput,
+    /// The 202's body.
+    pub body: String,
+    /// When it was admitted (the run's `created_at`).
+    pub at: i64,
+    pub instance_id: String,
+}
+
+impl PendingAdmission {
+    /// Whether D1's answer to this admission's batch means D1 has it: committed now, or by an
+    /// earlier flush whose end the object never saw (the runtime stopped before it forgot the
+    /// entry): the task id taken by this same session's run, or the claim held by this same task.
+    /// Anything else (a foreign owner, another holder) leaves the entry pending, to try again.
+    pub fn written_by(&self, outcome: &crate::store::CreateRun) -> bool {
+        use crate::store::CreateRun;
+        match outcome {
+            CreateRun::Created => true,
+            CreateRun::TaskIdTaken(Some(run)) => run.session_id == self.input.session_id,
+            CreateRun::Held(Some(holder)) => holder.task_id == self.input.task_id,
+            _ => false,
+        }
+    }
+}
+
+/// Where an admission commits (`SEMA_ADMIT_COMMIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitPoint {
+    /// D1 first, then the object (the default): every reader sees the run once it is answered.
+    #[default]
+    D1,
+    /// The object's storage first, D1 right after the answer (the outbox), where
+    /// [`commits_in_object`] allows it.
+    Object,
+}
+
+impl CommitPoint {
+    /// The knob's value: `object` selects [`CommitPoint::Object`]; anything else is the default.
+    pub fn parse(v: Option<&str>) -> Self {
+        match v.map(str::trim) {
+            Some("object") => Self::Object,
+            _ => Self::D1,
+        }
+    }
+}
+
+/// Whether `input`, which found its session free, may be committed in the object's storage and
+/// answered before D1 has it. Only when nothing but D1's copy of what this object already knows
+/// could refuse the batch: this instance confirmed the session's owner and claim against D1
+/// (`confirmed`), the submitter owns it, no earlier admission is still pending, the task id is
+/// the server's own (a client's could be taken in another session) and there is no idempotency
+/// key (its scope spans sessions, so only D1 can bind it). Every other submission commits in D1.
+pub fn commits_in_object(point: CommitPoint, state: &SessionState, input: &AdmitInput) -> bool {
+    point == CommitPoint::Object
+        && state.confirmed
+        && state.pending.is_none()
+        && state.claim.is_none()
+        && state.owner.as_ref().is_some_and(|o| o.id == input.owner)
+        && !input.client_task_id
+        && input.idempotency.is_none()
 }
 
 /// The owner of a session (`id == None`: the anonymous principal).
@@ -183,6 +258,10 @@ pub struct Admission {
     pub task_id: String,
     /// An idempotency key's original answer, sent again.
     pub replayed: bool,
+    /// Committed in the object's storage only: D1 gets the run when the object flushes its
+    /// outbox, which the Worker asks for right after answering.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flush: bool,
 }
 
 impl Admission {
@@ -193,6 +272,7 @@ impl Admission {
             body: serde_json::to_string(admitted).unwrap_or_default(),
             task_id: admitted.task_id.clone(),
             replayed: false,
+            flush: false,
         }
     }
 }
@@ -204,6 +284,7 @@ impl From<Replay> for Admission {
             body: r.body,
             task_id: r.task_id,
             replayed: true,
+            flush: false,
         }
     }
 }
@@ -363,6 +444,138 @@ mod tests {
         assert_eq!(back, named);
     }
 
+    fn confirmed_free(owner: Option<&str>) -> SessionState {
+        SessionState {
+            owner: Some(SessionOwner {
+                id: owner.map(Into::into),
+            }),
+            confirmed: true,
+            ..SessionState::default()
+        }
+    }
+
+    #[test]
+    fn a_server_minted_unkeyed_submit_into_a_confirmed_free_session_of_its_owner_commits_in_the_object(
+    ) {
+        let state = confirmed_free(Some("alice"));
+        let i = input("T", false, Some("alice"), None);
+        assert!(commits_in_object(CommitPoint::Object, &state, &i));
+        assert!(!commits_in_object(CommitPoint::D1, &state, &i));
+    }
+
+    #[test]
+    fn every_submit_that_only_d1_can_judge_commits_in_d1() {
+        let free = confirmed_free(Some("alice"));
+        let o = CommitPoint::Object;
+        // A key spans sessions; a client's task id may be taken in another session.
+        assert!(!commits_in_object(
+            o,
+            &free,
+            &input("T", false, Some("alice"), Some(("k", "f")))
+        ));
+        assert!(!commits_in_object(
+            o,
+            &free,
+            &input("T", true, Some("alice"), None)
+        ));
+        // Another principal, or an owner this instance never confirmed against D1.
+        assert!(!commits_in_object(
+            o,
+            &free,
+            &input("T", false, Some("bob"), None)
+        ));
+        let unconfirmed = SessionState {
+            confirmed: false,
+            ..free.clone()
+        };
+        assert!(!commits_in_object(
+            o,
+            &unconfirmed,
+            &input("T", false, Some("alice"), None)
+        ));
+        let new_session = SessionState {
+            confirmed: true,
+            ..SessionState::default()
+        };
+        assert!(!commits_in_object(
+            o,
+            &new_session,
+            &input("T", false, None, None)
+        ));
+        // A claim held, or an earlier admission still in the outbox.
+        let claimed = SessionState {
+            confirmed: true,
+            ..held("H", Some("alice"), None)
+        };
+        assert!(!commits_in_object(
+            o,
+            &claimed,
+            &input("T", false, Some("alice"), None)
+        ));
+        let pending = SessionState {
+            pending: Some(PendingAdmission {
+                input: input("P", false, Some("alice"), None),
+                body: "{}".into(),
+                at: 1,
+                instance_id: "i".into(),
+            }),
+            ..free
+        };
+        assert!(!commits_in_object(
+            o,
+            &pending,
+            &input("T", false, Some("alice"), None)
+        ));
+    }
+
+    #[test]
+    fn the_outbox_is_stored_with_the_state_and_the_confirmation_is_not() {
+        let mut state = confirmed_free(None);
+        state.pending = Some(PendingAdmission {
+            input: input("P", false, None, None),
+            body: r#"{"taskId":"P"}"#.into(),
+            at: 7,
+            instance_id: "i".into(),
+        });
+        let back: SessionState =
+            serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+        assert_eq!(back.pending, state.pending);
+        assert!(!back.confirmed, "a stored state is read back unconfirmed");
+        let old: SessionState = serde_json::from_str(r#"{"owner":null,"claim":null}"#).unwrap();
+        assert_eq!(old.pending, None);
+    }
+
+    #[test]
+    fn an_outbox_entry_is_written_once_d1_has_its_run_from_this_or_an_earlier_flush() {
+        use crate::store::{ClaimHolder, CreateRun};
+        let p = PendingAdmission {
+            input: input("P", false, None, None),
+            body: "{}".into(),
+            at: 1,
+            instance_id: "i".into(),
+        };
+        let holder = |task: &str| ClaimHolder {
+            task_id: task.into(),
+            status: Some("running".into()),
+            owner: None,
+            session_owner: None,
+        };
+        assert!(p.written_by(&CreateRun::Created));
+        assert!(p.written_by(&CreateRun::Held(Some(holder("P")))));
+        assert!(!p.written_by(&CreateRun::Held(Some(holder("Q")))));
+        assert!(!p.written_by(&CreateRun::Held(None)));
+        assert!(!p.written_by(&CreateRun::ForeignSession { owner: None }));
+        assert!(!p.written_by(&CreateRun::TaskIdTaken(None)));
+    }
+
+    #[test]
+    fn the_commit_point_knob_is_d1_unless_it_says_object() {
+        assert_eq!(CommitPoint::parse(None), CommitPoint::D1);
+        assert_eq!(CommitPoint::parse(Some("d1")), CommitPoint::D1);
+        assert_eq!(CommitPoint::parse(Some("objects")), CommitPoint::D1);
+        assert_eq!(CommitPoint::parse(Some(" object ")), CommitPoint::Object);
+    }
+
     fn held(task: &str, owner: Option<&str>, key: Option<(&str, &str)>) -> SessionState {
         SessionState {
             owner: Some(SessionOwner {
@@ -382,6 +595,7 @@ mod tests {
                     response_body: admitted_body(task, "S"),
                 }),
             }),
+            ..SessionState::default()
         }
     }
 

@@ -74,6 +74,34 @@ impl TaskId {
         let id = uuid::Builder::from_unix_timestamp_millis(now_ms, &random).into_uuid();
         Self(id.hyphenated().to_string())
     }
+
+    /// When a UUIDv7 id was minted (its 48-bit millisecond timestamp); `None` for any other id.
+    pub fn minted_at_ms(&self) -> Option<i64> {
+        let id = uuid::Uuid::try_parse(&self.0).ok()?;
+        if id.get_version_num() != 7 {
+            return None;
+        }
+        let (secs, nanos) = id.get_timestamp()?.to_unix();
+        Some(secs as i64 * 1_000 + i64::from(nanos / 1_000_000))
+    }
+}
+
+/// How long a reader of a run by id waits for an admission committed in its session object to
+/// reach D1 (`admission::CommitPoint::Object`): the object writes it right after answering, and its
+/// alarm retries within a second if that write is lost (a restart included).
+pub const OUTBOX_WAIT_MS: i64 = 3_000;
+
+/// Whether a read of `id` that found no row at `now` should look again after a pause, and how
+/// long: only an id the server minted within [`OUTBOX_WAIT_MS`] may still be on its way to D1;
+/// the pauses double from 10 ms, and the last ends at the window's close. `None`: the run is
+/// not there (answer 404).
+pub fn outbox_retry_in(id: &TaskId, now: i64, waited: i64) -> Option<i64> {
+    let minted = id.minted_at_ms()?;
+    let close = minted.saturating_add(OUTBOX_WAIT_MS);
+    if now >= close || now < minted.saturating_sub(OUTBOX_WAIT_MS) {
+        return None;
+    }
+    Some(waited.clamp(10, 500).min(close - now))
 }
 
 #[cfg(test)]
@@ -124,6 +152,30 @@ mod tests {
             *b"\x12\x34\x56\x78\x9a\xbc\xde\xf0\x11\x22",
         );
         assert_eq!(id.as_str(), "01923456-789a-7234-9678-9abcdef01122");
+    }
+
+    #[test]
+    fn a_minted_id_reads_back_its_time_and_other_ids_have_none() {
+        let id = TaskId::mint(1_800_000_000_123, [7; 10]);
+        assert_eq!(id.minted_at_ms(), Some(1_800_000_000_123));
+        assert_eq!(TaskId::parse("my-task").unwrap().minted_at_ms(), None);
+        let v4 = TaskId::parse("0b6e2b44-1f5e-4c1a-9a4e-3c2d1e0f9a8b").unwrap();
+        assert_eq!(v4.minted_at_ms(), None);
+    }
+
+    #[test]
+    fn a_missing_run_is_looked_for_again_only_while_its_id_is_fresh() {
+        let at = 1_800_000_000_000;
+        let id = TaskId::mint(at as u64, [1; 10]);
+        assert_eq!(outbox_retry_in(&id, at + 5, 0), Some(10));
+        assert_eq!(outbox_retry_in(&id, at + 100, 80), Some(80));
+        assert_eq!(outbox_retry_in(&id, at + 1_000, 5_000), Some(500));
+        // The last pause ends at the window's close; past it, the answer is 404.
+        assert_eq!(outbox_retry_in(&id, at + OUTBOX_WAIT_MS - 3, 400), Some(3));
+        assert_eq!(outbox_retry_in(&id, at + OUTBOX_WAIT_MS, 0), None);
+        // An id from the far future (a client's forgery) is not waited for.
+        assert_eq!(outbox_retry_in(&id, at - OUTBOX_WAIT_MS - 1, 0), None);
+        assert_eq!(outbox_retry_in(&TaskId::parse("t1").unwrap(), at, 0), None);
     }
 
     #[test]

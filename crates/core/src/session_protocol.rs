@@ -89,6 +89,10 @@ pub enum SessionCall {
     },
     /// Diagnostics: what the object holds in memory (operators only).
     Stats,
+    /// Write the admission the object answered from its own storage into D1 (its outbox), if one
+    /// is still pending; the Worker sends it right after answering, and a listing of the session
+    /// sends it before reading D1. Idempotent: with nothing pending it changes nothing.
+    Flush,
     /// The lease holder parks its run on a gate.
     Park {
         task_id: String,
@@ -188,7 +192,8 @@ impl SessionCall {
             | Self::Decide { .. }
             | Self::StartChild { .. }
             | Self::DeleteSession { .. }
-            | Self::IssueTicket { .. } => Lock::Whole,
+            | Self::IssueTicket { .. }
+            | Self::Flush => Lock::Whole,
             Self::Stats | Self::CheckTicket { .. } => Lock::Free,
             Self::Admit(_) | Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::Admission,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
@@ -253,6 +258,10 @@ pub enum SessionReply {
     /// A `RunEnded` notice was taken: whether the object held the run's claim and let it go.
     Noted {
         claim_released: bool,
+    },
+    /// A `Flush` was carried out: whether an admission was pending and D1 now has it.
+    Flushed {
+        written: bool,
     },
     /// What the object holds in memory: callers waiting for a run's end, open SSE streams, and
     /// the task holding the claim it remembers.
@@ -380,6 +389,7 @@ mod tests {
                 task_id: "T".into(),
             },
             SessionCall::Stats,
+            SessionCall::Flush,
             SessionCall::StartChild {
                 leader_run_id: "L".into(),
                 index: 3,
@@ -436,6 +446,7 @@ mod tests {
                         "steer" => "steer",
                         "run_ended" => "run_ended",
                         "stats" => "stats",
+                        "flush" => "flush",
                         "start_child" => "start_child",
                         "delete_session" => "delete_session",
                         "issue_ticket" => "issue_ticket",
@@ -460,6 +471,7 @@ mod tests {
                 ("steer", Lock::Whole),
                 ("run_ended", Lock::Whole),
                 ("stats", Lock::Free),
+                ("flush", Lock::Whole),
                 ("start_child", Lock::Whole),
                 ("delete_session", Lock::Whole),
                 ("issue_ticket", Lock::Whole),
@@ -484,6 +496,7 @@ mod tests {
                 body: r#"{"taskId":"T"}"#.into(),
                 task_id: "T".into(),
                 replayed: true,
+                flush: false,
             }),
             SessionReply::Conflict(Conflict::build(
                 "S",
@@ -517,6 +530,7 @@ mod tests {
             SessionReply::Noted {
                 claim_released: true,
             },
+            SessionReply::Flushed { written: true },
             SessionReply::SessionDeleted {
                 session_id: "S".into(),
                 runs_deleted: 2,
