@@ -10,12 +10,34 @@
 //   POST /do-d1-storage-alarm?o=NAME&id=K   the same, then sets the object's alarm (the design that
 //                                      ships arms one per admission, to watch the claim)
 //
+// The product's other paths, each the same platform parts in the same order as ours, for the
+// scenarios of `sema-bench floor-paths`:
+//   POST /claim?o=NAME&id=K            a submit into a session: a conflict (the object already holds or
+//                                      is taking a claim) is answered 409 from memory at once; otherwise
+//                                      the object takes the claim, then D1 batch + storage + alarm, 202
+//   GET  /sse?o=NAME                   an event stream held by the object
+//   POST /append?o=NAME&id=K           the object writes one event and the run's last seq (one D1
+//                                      batch), then writes it to every stream it holds, and answers
+//   GET  /queue-connect?q=Q            a WebSocket held by the queue object (hibernation API); a
+//                                      `ready` text is answered `waiting` once the socket is in line
+//   POST /poll?q=Q                     a long-poll: waits in the queue object for an offered run id,
+//                                      then writes the lease itself (one D1 conditional update)
+//   GET  /queue-waiting?q=Q            how many long-polls the queue object holds
+//   POST /admit-dispatch?o=NAME&id=K&q=Q   an admission (D1 batch + storage + alarm) that then tells
+//                                      the queue object without waiting for it: the object hands the
+//                                      run to a waiting long-poll, or writes the lease for a ready
+//                                      socket and pushes it
+//
 // The tables are made once per isolate (CREATE TABLE IF NOT EXISTS), before the first batch.
 
 let tables = null;
 function ensureTables(db) {
   tables ??= db.batch([
-    db.prepare("CREATE TABLE IF NOT EXISTS floor_run (id TEXT PRIMARY KEY, session TEXT NOT NULL, body TEXT NOT NULL)"),
+    db.prepare(
+      "CREATE TABLE IF NOT EXISTS floor_run (id TEXT PRIMARY KEY, session TEXT NOT NULL, body TEXT NOT NULL, " +
+        "last_seq INTEGER NOT NULL DEFAULT 0, runner TEXT, epoch INTEGER NOT NULL DEFAULT 0)",
+    ),
+    db.prepare("CREATE TABLE IF NOT EXISTS floor_event (run TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run, seq))"),
     db.prepare("CREATE TABLE IF NOT EXISTS floor_claim (session TEXT PRIMARY KEY, id TEXT NOT NULL)"),
     db.prepare("CREATE TABLE IF NOT EXISTS floor_key (k TEXT PRIMARY KEY, id TEXT NOT NULL)"),
   ]);
@@ -31,6 +53,27 @@ async function admitBatch(db, id) {
   ]);
 }
 
+async function appendBatch(db, run, seq) {
+  await ensureTables(db);
+  await db.batch([
+    db.prepare("INSERT INTO floor_event (run, seq, body) VALUES (?1, ?2, ?3)").bind(run, seq, "{\"type\":\"text_delta\"}"),
+    db.prepare("UPDATE floor_run SET last_seq = ?2 WHERE id = ?1").bind(run, seq),
+  ]);
+}
+
+/** The lease: one conditional update (the run is still unleased), its row read back. */
+async function leaseRun(db, id, runner) {
+  await ensureTables(db);
+  const { results } = await db
+    .prepare("UPDATE floor_run SET runner = ?2, epoch = epoch + 1 WHERE id = ?1 AND runner IS NULL RETURNING id, epoch")
+    .bind(id, runner)
+    .all();
+  return results[0] ?? null;
+}
+
+const json = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+const enc = new TextEncoder();
+
 const ok = () => new Response("{\"ok\":true}", { headers: { "content-type": "application/json" } });
 
 export class FloorDo {
@@ -42,9 +85,42 @@ export class FloorDo {
   // An alarm an hour out never fires within a bench run; if it did, there is nothing to watch.
   async alarm() {}
 
+  async admit(id) {
+    await admitBatch(this.env.DB, id);
+    await this.state.storage.put("state", "{\"claim\":\"x\"}");
+    await this.state.storage.setAlarm(Date.now() + 3_600_000);
+  }
+
   async fetch(req) {
     const url = new URL(req.url);
+    const id = url.searchParams.get("id");
     switch (url.pathname) {
+      case "/claim":
+        if (this.claim) return json({ error: "busy", errorCode: "session_busy" }, 409);
+        this.claim = id;
+        await this.admit(id);
+        return json({ taskId: id }, 202);
+      case "/sse": {
+        const { readable, writable } = new TransformStream();
+        const writer = writable.getWriter();
+        (this.streams ??= new Set()).add(writer);
+        writer.write(enc.encode(": open\n\n"));
+        return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+      }
+      case "/append": {
+        const seq = (this.seq = (this.seq ?? 0) + 1);
+        await appendBatch(this.env.DB, id, seq);
+        const frame = enc.encode(`id: ${seq}\ndata: {"type":"text_delta"}\n\n`);
+        for (const w of this.streams ?? []) w.write(frame).catch(() => this.streams.delete(w));
+        return json({ seqs: [seq] });
+      }
+      case "/admit-dispatch": {
+        await this.admit(id);
+        const queue = this.env.FLOOR_QUEUE.get(this.env.FLOOR_QUEUE.idFromName(url.searchParams.get("q")));
+        // Not awaited, as ours: the answer does not wait for the hand-over.
+        queue.fetch(`https://floor/offer?id=${id}`, { method: "POST" }).catch(() => {});
+        return json({ taskId: id }, 202);
+      }
       case "/do":
         return ok();
       case "/do-storage":
@@ -65,13 +141,89 @@ export class FloorDo {
   }
 }
 
+/** One task queue: waiting long-polls and ready sockets, served first come first served. */
+export class FloorQueue {
+  constructor(state, env) {
+    this.state = state;
+    this.env = env;
+    this.polls = [];
+    this.ready = [];
+  }
+
+  async fetch(req) {
+    const url = new URL(req.url);
+    switch (url.pathname) {
+      case "/queue-connect": {
+        const pair = new WebSocketPair();
+        this.state.acceptWebSocket(pair[1]);
+        return new Response(null, { status: 101, webSocket: pair[0] });
+      }
+      case "/poll": {
+        const id = await new Promise((resolve) => {
+          this.polls.push(resolve);
+          setTimeout(() => resolve(null), 20_000);
+        });
+        return id ? json({ taskId: id }) : new Response(null, { status: 204 });
+      }
+      case "/queue-waiting":
+        return json({ waiting: this.polls.length, sockets: this.ready.length });
+      case "/offer": {
+        const id = url.searchParams.get("id");
+        const poll = this.polls.shift();
+        if (poll) {
+          poll(id);
+          return ok();
+        }
+        const ws = this.ready.shift();
+        if (ws) {
+          const lease = await leaseRun(this.env.DB, id, "floor-socket");
+          if (lease) ws.send(JSON.stringify({ type: "lease", taskId: lease.id, leaseEpoch: lease.epoch }));
+        }
+        return ok();
+      }
+      default:
+        return new Response("no such part", { status: 404 });
+    }
+  }
+
+  async webSocketMessage(ws, msg) {
+    if (msg === "ready") {
+      this.ready.push(ws);
+      ws.send("waiting");
+    }
+  }
+
+  async webSocketClose(ws) {
+    this.ready = this.ready.filter((w) => w !== ws);
+  }
+}
+
 export default {
   async fetch(req, env) {
     const url = new URL(req.url);
     if (url.pathname === "/health") {
       return new Response("{\"ok\":true,\"service\":\"sema-floor\"}", { headers: { "content-type": "application/json" } });
     }
+    const q = url.searchParams.get("q");
+    const queue = q && env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(q));
+    if (url.pathname === "/queue-connect" || url.pathname === "/queue-waiting") {
+      if (!queue) return new Response("q= names the queue", { status: 400 });
+      return queue.fetch(req);
+    }
+    if (url.pathname === "/sse") {
+      const name = url.searchParams.get("o");
+      if (!name) return new Response("o= names the object", { status: 400 });
+      return env.FLOOR.get(env.FLOOR.idFromName(name)).fetch(req);
+    }
     if (req.method !== "POST") return new Response("POST only", { status: 405 });
+    if (url.pathname === "/poll") {
+      if (!queue) return new Response("q= names the queue", { status: 400 });
+      const r = await queue.fetch("https://floor/poll", { method: "POST" });
+      if (r.status !== 200) return r;
+      const { taskId } = await r.json();
+      const lease = await leaseRun(env.DB, taskId, "floor-poll");
+      return lease ? json({ taskId: lease.id, leaseEpoch: lease.epoch }) : new Response(null, { status: 204 });
+    }
     if (url.pathname === "/d1") {
       await admitBatch(env.DB, url.searchParams.get("id"));
       return ok();

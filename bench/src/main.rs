@@ -33,6 +33,7 @@
 mod conflict_load;
 mod end_to_end;
 mod floor;
+mod floor_paths;
 mod leader;
 mod queues;
 mod queues_ws;
@@ -937,6 +938,20 @@ enum Scenario {
         #[arg(long, default_value_t = 256)]
         per_level: usize,
     },
+    /// The floor of the other hot paths on the bench-only floor Worker (`bench/floor/`): 409s under
+    /// simultaneous submits, append → stream receipt, submit → lease with a runner waiting
+    /// (WebSocket and long-poll; new and warm session objects).
+    FloorPaths {
+        /// Fresh objects for the contention rounds.
+        #[arg(long, default_value_t = 50)]
+        sessions: usize,
+        /// Simultaneous submits per object.
+        #[arg(long, default_value_t = 100)]
+        contenders: usize,
+        /// Appends timed, and submit → lease rounds per transport and session kind.
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
+    },
     /// Listings as one tenant on a store seeded out of band (`bench/scale_seed.py`): the tenant's
     /// runs (first page and a deep keyset page), a session's runs, runs by status, sessions, approvals.
     Listing {
@@ -1079,6 +1094,11 @@ fn main() {
             end_to_end::peer_end_to_end(&ctx.url, runs, clients)
         }
         Scenario::Floor { per_level } => floor::floor(&ctx.url, per_level),
+        Scenario::FloorPaths {
+            sessions,
+            contenders,
+            samples,
+        } => floor_paths::floor_paths(&ctx.url, sessions, contenders, samples),
         Scenario::Listing {
             samples,
             tenant,

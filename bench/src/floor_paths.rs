@@ -1,0 +1,290 @@
+//! `floor-paths`: the floor of the product's other hot paths, on the bench-only floor Worker
+//! (`bench/floor/floor.js`, plain JavaScript on the same workerd). Each scenario has the shape of
+//! ours (the same counts and the same order of calls), so the report sets ours beside it:
+//!
+//! - `floor-contention`: `contenders` simultaneous submits into each of `sessions` fresh objects;
+//!   one takes the claim (D1 batch + storage + alarm), the others are answered 409 from memory;
+//! - `floor-append`: one event appended per call to an object holding one event stream; from
+//!   sending the append to reading its `id:` line on the stream;
+//! - `floor-dispatch`: submit → lease with one runner waiting in the queue object, over a
+//!   WebSocket (the object writes the lease and pushes it) and a long-poll (the runner's request
+//!   writes the lease), into a new session object each time and into one warm one. First round:
+//!   warm-up, apart.
+
+use crate::{contention_rounds, emit, percentile, summary, unique};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tungstenite::{Message, WebSocket};
+
+/// How long a round waits for the lease or the event before it counts as an error.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build()
+}
+
+/// POST `path` (with its query) on the floor Worker: (status, body, ms).
+fn post(agent: &ureq::Agent, url: &str, path: &str) -> (u16, Value, f64) {
+    let t = Instant::now();
+    let (status, body) = match agent.post(&format!("{url}{path}")).send_string("") {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(code, _)) => (code, Value::Null),
+        Err(_) => (0, Value::Null),
+    };
+    (status, body, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// p50/p95/p99/max of `lat` and of the submits' own times, as one result line.
+fn line(scenario: &str, mut lat: Vec<f64>, mut submit: Vec<f64>, errors: usize) -> Value {
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    submit.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let mut l = summary(lat.clone());
+    l["scenario"] = json!(scenario);
+    l["samples"] = json!(lat.len());
+    l["errors"] = json!(errors);
+    l["max_ms"] = json!(lat.last());
+    if !submit.is_empty() {
+        l["submit_p50_ms"] = json!(percentile(&submit, 50.0));
+        l["submit_p99_ms"] = json!(percentile(&submit, 99.0));
+    }
+    l
+}
+
+pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize) {
+    contention_rounds(
+        "floor-contention",
+        sessions,
+        contenders,
+        202,
+        || unique("fc"),
+        |agent, session| {
+            let (status, _, ms) = post(
+                agent,
+                url,
+                &format!("/claim?o={session}&id={}", unique("fci")),
+            );
+            (status, ms)
+        },
+    );
+    append(url, samples);
+    for warm in [false, true] {
+        dispatch_ws(url, samples, warm);
+        dispatch_poll(url, samples, warm);
+    }
+}
+
+fn append(url: &str, samples: usize) {
+    let (object, run) = (unique("fa"), unique("far"));
+    let a = agent();
+    post(&a, url, &format!("/do-d1-storage?o={object}&id={run}"));
+    let (tx, rx) = mpsc::channel::<(i64, Instant)>();
+    let stream_url = format!("{url}/sse?o={object}");
+    // The stream never ends; the reader stops at its read timeout once the appends stop.
+    std::thread::spawn(move || {
+        let reader = ureq::AgentBuilder::new()
+            .timeout_read(Duration::from_secs(5))
+            .build();
+        let Ok(resp) = reader.get(&stream_url).call() else {
+            return;
+        };
+        for l in BufReader::new(resp.into_reader()).lines() {
+            let Ok(l) = l else { return };
+            if let Some(id) = l.strip_prefix("id: ") {
+                if tx.send((id.parse().unwrap_or(-1), Instant::now())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300)); // let the stream open
+    let (mut lat, mut errors) = (vec![], 0);
+    for _ in 0..samples {
+        let sent = Instant::now();
+        let (status, body, _) = post(&a, url, &format!("/append?o={object}&id={run}"));
+        let seq = body["seqs"][0].as_i64().unwrap_or(-1);
+        match rx.recv_timeout(DEADLINE) {
+            Ok((got, at)) if status == 200 && got == seq => {
+                lat.push(at.duration_since(sent).as_secs_f64() * 1000.0)
+            }
+            _ => errors += 1,
+        }
+    }
+    emit(line("floor-append", lat, vec![], errors));
+}
+
+/// The object for round `i`: one warm session object, or a new one per round.
+fn session_of(warm: &Option<String>) -> String {
+    warm.clone().unwrap_or_else(|| unique("fds"))
+}
+
+fn connect(url: &str, queue: &str) -> Result<WebSocket<TcpStream>, String> {
+    let rest = url.strip_prefix("http://").ok_or("http:// only")?;
+    let host = rest.split('/').next().unwrap_or(rest);
+    let stream = TcpStream::connect(host).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(DEADLINE))
+        .map_err(|e| e.to_string())?;
+    tungstenite::client::client(format!("ws://{rest}/queue-connect?q={queue}"), stream)
+        .map(|(ws, _)| ws)
+        .map_err(|e| e.to_string())
+}
+
+/// The next text frame that satisfies `want`.
+fn read_until(
+    ws: &mut WebSocket<TcpStream>,
+    want: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    loop {
+        match ws.read().map_err(|e| e.to_string())? {
+            Message::Text(t) if want(t.as_str()) => return Ok(t.as_str().to_owned()),
+            Message::Close(_) => return Err("closed".into()),
+            _ => {}
+        }
+    }
+}
+
+fn dispatch_ws(url: &str, samples: usize, warm: bool) {
+    let queue = unique("fq");
+    let warm_session = warm.then(|| unique("fdw"));
+    let a = agent();
+    let scenario = "floor-dispatch";
+    let mut ws = match connect(url, &queue) {
+        Ok(ws) => ws,
+        Err(e) => {
+            emit(json!({"scenario": scenario, "transport": "ws", "errors": 1, "error": e}));
+            return;
+        }
+    };
+    let (mut lat, mut submit, mut errors, mut warmup) = (vec![], vec![], 0, json!(null));
+    for round in 0..=samples {
+        let waiting = ws
+            .send(Message::text("ready"))
+            .map_err(|e| e.to_string())
+            .and_then(|_| read_until(&mut ws, |t| t == "waiting"));
+        if waiting.is_err() {
+            errors += 1;
+            break;
+        }
+        let run = unique("fdr");
+        let sent = Instant::now();
+        let path = format!(
+            "/admit-dispatch?o={}&id={run}&q={queue}",
+            session_of(&warm_session)
+        );
+        let (status, _, sub_ms) = post(&a, url, &path);
+        let leased = read_until(&mut ws, |t| t.contains("\"lease\""));
+        let ms = ms_since(sent);
+        let got: Value = leased
+            .as_deref()
+            .ok()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or(Value::Null);
+        if status != 202 || got["taskId"] != run.as_str() {
+            errors += 1;
+            if leased.is_err() {
+                break;
+            }
+            continue;
+        }
+        if round == 0 {
+            warmup = json!({"submit_to_lease_ms": ms, "submit_ms": sub_ms});
+            continue;
+        }
+        lat.push(ms);
+        submit.push(sub_ms);
+    }
+    let _ = ws.close(None);
+    let mut l = line(scenario, lat, submit, errors);
+    l["transport"] = json!("ws");
+    l["session"] = json!(if warm { "warm" } else { "new" });
+    l["warmup"] = warmup;
+    emit(l);
+}
+
+fn dispatch_poll(url: &str, samples: usize, warm: bool) {
+    let queue = unique("fq");
+    let warm_session = warm.then(|| unique("fdw"));
+    let main = agent();
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<(Value, Instant)>();
+    let (mut lat, mut submit, mut errors, mut warmup) = (vec![], vec![], 0, json!(null));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let a = agent();
+            // Each round leases once; 204s (a wait that ran out) and failures are bounded too.
+            for _ in 0..(4 * samples + 16) {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let (status, body, _) = post(&a, url, &format!("/poll?q={queue}"));
+                if status == 200 && tx.send((body, Instant::now())).is_err() {
+                    break;
+                }
+            }
+        });
+        for round in 0..=samples {
+            // The runner is waiting in the queue object before the submit goes.
+            let until = Instant::now() + DEADLINE;
+            while Instant::now() < until {
+                let w = main
+                    .get(&format!("{url}/queue-waiting?q={queue}"))
+                    .call()
+                    .ok()
+                    .and_then(|r| r.into_json::<Value>().ok());
+                if w.is_some_and(|w| w["waiting"].as_i64().unwrap_or(0) >= 1) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let run = unique("fdr");
+            let sent = Instant::now();
+            let path = format!(
+                "/admit-dispatch?o={}&id={run}&q={queue}",
+                session_of(&warm_session)
+            );
+            let (status, _, sub_ms) = post(&main, url, &path);
+            let Ok((got, at)) = rx.recv_timeout(DEADLINE) else {
+                errors += 1;
+                break; // the runner is gone or stuck: no further round can be measured
+            };
+            let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
+            if status != 202 || got["taskId"] != run.as_str() {
+                errors += 1;
+                continue;
+            }
+            if round == 0 {
+                warmup = json!({"submit_to_lease_ms": ms, "submit_ms": sub_ms});
+                continue;
+            }
+            lat.push(ms);
+            submit.push(sub_ms);
+        }
+        // Release the runner: one more run reaches it, and it stops after it.
+        stop.store(true, Ordering::SeqCst);
+        post(
+            &main,
+            url,
+            &format!(
+                "/admit-dispatch?o={}&id={}&q={queue}",
+                unique("fds"),
+                unique("fdr")
+            ),
+        );
+        drop(rx);
+    });
+    let mut l = line("floor-dispatch", lat, submit, errors);
+    l["transport"] = json!("long-poll");
+    l["session"] = json!(if warm { "warm" } else { "new" });
+    l["warmup"] = warmup;
+    emit(l);
+}
