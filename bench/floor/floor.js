@@ -27,6 +27,11 @@
 //                                      the queue object without waiting for it: the object hands the
 //                                      run to a waiting long-poll, or writes the lease for a ready
 //                                      socket and pushes it
+//   POST /admit-reserve?o=NAME&id=K&q=Q    a design to weigh (not ours): the session object first asks
+//                                      the queue object for a ready socket; if one is reserved, the
+//                                      admission's one D1 batch also writes the lease (the run row is
+//                                      inserted leased to it), and the queue object is told to push
+//                                      it (not awaited); with none ready, as /admit-dispatch
 //
 // The tables are made once per isolate (CREATE TABLE IF NOT EXISTS), before the first batch.
 
@@ -121,6 +126,27 @@ export class FloorDo {
         queue.fetch(`https://floor/offer?id=${id}`, { method: "POST" }).catch(() => {});
         return json({ taskId: id }, 202);
       }
+      case "/admit-reserve": {
+        const queue = this.env.FLOOR_QUEUE.get(this.env.FLOOR_QUEUE.idFromName(url.searchParams.get("q")));
+        const r = await queue.fetch("https://floor/reserve", { method: "POST" });
+        if (r.status !== 200) {
+          await this.admit(id);
+          queue.fetch(`https://floor/offer?id=${id}`, { method: "POST" }).catch(() => {});
+          return json({ taskId: id }, 202);
+        }
+        const { key } = await r.json();
+        await ensureTables(this.env.DB);
+        const db = this.env.DB;
+        await db.batch([
+          db.prepare("INSERT INTO floor_run (id, session, body, runner, epoch) VALUES (?1, ?1, ?2, ?3, 1)").bind(id, "{\"objective\":\"bench\"}", key),
+          db.prepare("INSERT INTO floor_claim (session, id) VALUES (?1, ?1)").bind(id),
+          db.prepare("INSERT INTO floor_key (k, id) VALUES (?1, ?1)").bind(id),
+        ]);
+        await this.state.storage.put("state", "{\"claim\":\"x\"}");
+        await this.state.storage.setAlarm(Date.now() + 3_600_000);
+        queue.fetch(`https://floor/deliver?key=${key}&id=${id}`, { method: "POST" }).catch(() => {});
+        return json({ taskId: id }, 202);
+      }
       case "/do":
         return ok();
       case "/do-storage":
@@ -167,6 +193,20 @@ export class FloorQueue {
       }
       case "/queue-waiting":
         return json({ waiting: this.polls.length, sockets: this.ready.length });
+      case "/reserve": {
+        const ws = this.ready.shift();
+        if (!ws) return new Response(null, { status: 204 });
+        const key = `s${(this.nextKey = (this.nextKey ?? 0) + 1)}`;
+        (this.reserved ??= new Map()).set(key, ws);
+        return json({ key });
+      }
+      case "/deliver": {
+        const key = url.searchParams.get("key");
+        const ws = this.reserved?.get(key);
+        this.reserved?.delete(key);
+        ws?.send(JSON.stringify({ type: "lease", taskId: url.searchParams.get("id"), leaseEpoch: 1 }));
+        return ok();
+      }
       case "/offer": {
         const id = url.searchParams.get("id");
         const poll = this.polls.shift();

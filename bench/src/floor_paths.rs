@@ -9,7 +9,8 @@
 //! - `floor-dispatch`: submit → lease with one runner waiting in the queue object, over a
 //!   WebSocket (the object writes the lease and pushes it) and a long-poll (the runner's request
 //!   writes the lease), into a new session object each time and into one warm one. First round:
-//!   warm-up, apart.
+//!   warm-up, apart. Then, over the WebSocket, a design to weigh (`ws-reserved`): the session
+//!   object reserves the waiting socket first and writes the lease in the admission's own batch.
 
 use crate::{contention_rounds, emit, percentile, summary, unique};
 use serde_json::{json, Value};
@@ -78,8 +79,12 @@ pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize
     );
     append(url, samples);
     for warm in [false, true] {
-        dispatch_ws(url, samples, warm);
+        dispatch_ws(url, samples, warm, "admit-dispatch");
         dispatch_poll(url, samples, warm);
+    }
+    // A design to weigh beside ours: the lease written in the admission's own D1 batch.
+    for warm in [false, true] {
+        dispatch_ws(url, samples, warm, "admit-reserve");
     }
 }
 
@@ -153,7 +158,9 @@ fn read_until(
     }
 }
 
-fn dispatch_ws(url: &str, samples: usize, warm: bool) {
+/// `route`: `admit-dispatch` (the shape of ours) or `admit-reserve` (the lease in the admission's
+/// batch, for a socket the session object reserved first).
+fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let a = agent();
@@ -205,7 +212,11 @@ fn dispatch_ws(url: &str, samples: usize, warm: bool) {
     }
     let _ = ws.close(None);
     let mut l = line(scenario, lat, submit, errors);
-    l["transport"] = json!("ws");
+    l["transport"] = json!(if route == "admit-reserve" {
+        "ws-reserved"
+    } else {
+        "ws"
+    });
     l["session"] = json!(if warm { "warm" } else { "new" });
     l["warmup"] = warmup;
     emit(l);
