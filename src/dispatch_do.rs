@@ -627,11 +627,13 @@ pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchR
             &serde_json::to_string(call)?,
         )));
     let req = Request::new_with_init(dispatch::CALL_URL, &init)?;
-    let mut resp = stub.fetch_with_request(req).await?;
+    let resp = stub.fetch_with_request(req).await?;
     if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
         cx.meter.add_header(&share);
     }
-    Ok(serde_json::from_str(&resp.text().await?)?)
+    Ok(serde_json::from_str(
+        &crate::object_reply::text(resp).await?,
+    )?)
 }
 
 /// Tells the dispatcher of `queue` that `runs` became leasable; failures are logged (the cron's

@@ -32,13 +32,13 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
         init.with_headers(headers);
     }
     let req = Request::new_with_init(CALL_URL, &init)?;
-    let mut resp = stub.fetch_with_request(req).await?;
+    let resp = stub.fetch_with_request(req).await?;
     // The object's D1 cost is part of this request's.
     if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
         cx.meter.add_header(&share);
     }
     if resp.headers().has(REPLY_HEADER).unwrap_or(false) {
-        let text = resp.text().await?;
+        let text = crate::object_reply::text(resp).await?;
         return Ok(Answer::Reply(serde_json::from_str(&text)?));
     }
     Ok(Answer::Stream(resp))

@@ -224,6 +224,27 @@ impl Harness {
     }
 
     #[track_caller]
+    /// The session is held by `task` (a submit's 409 names it) until its runner finishes it with
+    /// `epoch`; then it admits again.
+    fn assert_held_until_its_runner_finishes(
+        &self,
+        session: &str,
+        task: &str,
+        epoch: i64,
+        after: &str,
+    ) {
+        let runner = self.runner();
+        self.assert_not_stuck(session, after, |blocker| {
+            assert_eq!(blocker, task, "the 409 names another run");
+            let f = runner.must(
+                "POST",
+                &format!("/v1/runs/{task}/finish"),
+                Some(&json!({"runnerId": "killer", "leaseEpoch": epoch, "status": "completed"})),
+            );
+            assert_eq!(f.status, 200, "{}", f.body);
+        });
+    }
+
     fn assert_object_agrees(&self, session: &str, after: &str) {
         let object = self.api().object_claim(session);
         let d1 = self.snapshot().claims.get(session).cloned();
@@ -432,17 +453,7 @@ fn a_runtime_killed_at_any_step_restarts_with_no_session_stuck_no_orphan_claim_a
     assert_eq!(retry.json()["errorCode"], "conflict.duplicate_event_id");
     assert_eq!(h.run(&task).unwrap().last_seq, 4);
     // Still its runner's: the session is truly held until the runner finishes.
-    let runner = h.runner();
-    let t = task.clone();
-    h.assert_not_stuck(&session, "append.after_d1", |blocker| {
-        assert_eq!(blocker, t);
-        let f = runner.must(
-            "POST",
-            &format!("/v1/runs/{t}/finish"),
-            Some(&json!({"runnerId": "killer", "leaseEpoch": epoch, "status": "completed"})),
-        );
-        assert_eq!(f.status, 200, "{}", f.body);
-    });
+    h.assert_held_until_its_runner_finishes(&session, &task, epoch, "append.after_d1");
     h.assert_invariants("append.after_d1");
 
     // ---- finish: terminal in D1, the object not yet told ----
@@ -808,19 +819,11 @@ fn an_admission_answered_from_the_session_object_reaches_d1_after_a_kill_before_
     h.assert_invariants("a kill before the outbox was written");
     h.assert_object_agrees(&session, "a kill before the outbox was written");
     let epoch = h.lease(&queue, &task);
-    let (t, runner) = (task.clone(), h.runner());
-    h.assert_not_stuck(
+    h.assert_held_until_its_runner_finishes(
         &session,
+        &task,
+        epoch,
         "a kill before the outbox was written",
-        |blocker| {
-            assert_eq!(blocker, t, "the 409 names another run");
-            let f = runner.must(
-                "POST",
-                &format!("/v1/runs/{t}/finish"),
-                Some(&json!({"runnerId": "killer", "leaseEpoch": epoch, "status": "completed"})),
-            );
-            assert_eq!(f.status, 200, "{}", f.body);
-        },
     );
     h.assert_invariants("a kill before the outbox was written");
 }
