@@ -158,34 +158,72 @@ fn read_until(
     }
 }
 
+/// Submit → lease rounds: the first is the warm-up, shown apart.
+#[derive(Default)]
+struct Rounds {
+    lat: Vec<f64>,
+    submit: Vec<f64>,
+    errors: usize,
+    warmup: Value,
+}
+
+impl Rounds {
+    /// Counts round `round`; whether it was right (the submit accepted, its run leased).
+    fn record(&mut self, round: usize, right: bool, ms: f64, submit_ms: f64) -> bool {
+        if !right {
+            self.errors += 1;
+        } else if round == 0 {
+            self.warmup = json!({"submit_to_lease_ms": ms, "submit_ms": submit_ms});
+        } else {
+            self.lat.push(ms);
+            self.submit.push(submit_ms);
+        }
+        right
+    }
+
+    fn line(self, transport: &str, warm: bool) -> Value {
+        let mut l = line("floor-dispatch", self.lat, self.submit, self.errors);
+        l["transport"] = json!(transport);
+        l["session"] = json!(if warm { "warm" } else { "new" });
+        l["warmup"] = self.warmup;
+        l
+    }
+}
+
 /// `route`: `admit-dispatch` (the shape of ours) or `admit-reserve` (the lease in the admission's
 /// batch, for a socket the session object reserved first).
 fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let a = agent();
-    let scenario = "floor-dispatch";
+    let transport = if route == "admit-reserve" {
+        "ws-reserved"
+    } else {
+        "ws"
+    };
     let mut ws = match connect(url, &queue) {
         Ok(ws) => ws,
         Err(e) => {
-            emit(json!({"scenario": scenario, "transport": "ws", "errors": 1, "error": e}));
+            emit(
+                json!({"scenario": "floor-dispatch", "transport": transport, "errors": 1, "error": e}),
+            );
             return;
         }
     };
-    let (mut lat, mut submit, mut errors, mut warmup) = (vec![], vec![], 0, json!(null));
+    let mut rounds = Rounds::default();
     for round in 0..=samples {
         let waiting = ws
             .send(Message::text("ready"))
             .map_err(|e| e.to_string())
             .and_then(|_| read_until(&mut ws, |t| t == "waiting"));
         if waiting.is_err() {
-            errors += 1;
+            rounds.errors += 1;
             break;
         }
         let run = unique("fdr");
         let sent = Instant::now();
         let path = format!(
-            "/admit-dispatch?o={}&id={run}&q={queue}",
+            "/{route}?o={}&id={run}&q={queue}",
             session_of(&warm_session)
         );
         let (status, _, sub_ms) = post(&a, url, &path);
@@ -196,30 +234,13 @@ fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
             .ok()
             .and_then(|t| serde_json::from_str(t).ok())
             .unwrap_or(Value::Null);
-        if status != 202 || got["taskId"] != run.as_str() {
-            errors += 1;
-            if leased.is_err() {
-                break;
-            }
-            continue;
+        let right = status == 202 && got["taskId"] == run.as_str();
+        if !rounds.record(round, right, ms, sub_ms) && leased.is_err() {
+            break; // the socket is gone or stuck: no further round can be measured
         }
-        if round == 0 {
-            warmup = json!({"submit_to_lease_ms": ms, "submit_ms": sub_ms});
-            continue;
-        }
-        lat.push(ms);
-        submit.push(sub_ms);
     }
     let _ = ws.close(None);
-    let mut l = line(scenario, lat, submit, errors);
-    l["transport"] = json!(if route == "admit-reserve" {
-        "ws-reserved"
-    } else {
-        "ws"
-    });
-    l["session"] = json!(if warm { "warm" } else { "new" });
-    l["warmup"] = warmup;
-    emit(l);
+    emit(rounds.line(transport, warm));
 }
 
 fn dispatch_poll(url: &str, samples: usize, warm: bool) {
@@ -228,7 +249,7 @@ fn dispatch_poll(url: &str, samples: usize, warm: bool) {
     let main = agent();
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::channel::<(Value, Instant)>();
-    let (mut lat, mut submit, mut errors, mut warmup) = (vec![], vec![], 0, json!(null));
+    let mut rounds = Rounds::default();
     std::thread::scope(|s| {
         s.spawn(|| {
             let a = agent();
@@ -265,37 +286,26 @@ fn dispatch_poll(url: &str, samples: usize, warm: bool) {
             );
             let (status, _, sub_ms) = post(&main, url, &path);
             let Ok((got, at)) = rx.recv_timeout(DEADLINE) else {
-                errors += 1;
+                rounds.errors += 1;
                 break; // the runner is gone or stuck: no further round can be measured
             };
             let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
-            if status != 202 || got["taskId"] != run.as_str() {
-                errors += 1;
-                continue;
-            }
-            if round == 0 {
-                warmup = json!({"submit_to_lease_ms": ms, "submit_ms": sub_ms});
-                continue;
-            }
-            lat.push(ms);
-            submit.push(sub_ms);
+            rounds.record(
+                round,
+                status == 202 && got["taskId"] == run.as_str(),
+                ms,
+                sub_ms,
+            );
         }
         // Release the runner: one more run reaches it, and it stops after it.
         stop.store(true, Ordering::SeqCst);
-        post(
-            &main,
-            url,
-            &format!(
-                "/admit-dispatch?o={}&id={}&q={queue}",
-                unique("fds"),
-                unique("fdr")
-            ),
+        let path = format!(
+            "/admit-dispatch?o={}&id={}&q={queue}",
+            unique("fds"),
+            unique("fdr")
         );
+        post(&main, url, &path);
         drop(rx);
     });
-    let mut l = line("floor-dispatch", lat, submit, errors);
-    l["transport"] = json!("long-poll");
-    l["session"] = json!(if warm { "warm" } else { "new" });
-    l["warmup"] = warmup;
-    emit(l);
+    emit(rounds.line("long-poll", warm));
 }
