@@ -49,10 +49,14 @@ function ensureTables(db) {
   return tables;
 }
 
-async function admitBatch(db, id) {
+/** The admission's batch; with `runner`, the run is inserted already leased to it (epoch 1). */
+async function admitBatch(db, id, runner = null) {
   await ensureTables(db);
+  const body = "{\"objective\":\"bench\"}";
   await db.batch([
-    db.prepare("INSERT INTO floor_run (id, session, body) VALUES (?1, ?1, ?2)").bind(id, "{\"objective\":\"bench\"}"),
+    runner
+      ? db.prepare("INSERT INTO floor_run (id, session, body, runner, epoch) VALUES (?1, ?1, ?2, ?3, 1)").bind(id, body, runner)
+      : db.prepare("INSERT INTO floor_run (id, session, body) VALUES (?1, ?1, ?2)").bind(id, body),
     db.prepare("INSERT INTO floor_claim (session, id) VALUES (?1, ?1)").bind(id),
     db.prepare("INSERT INTO floor_key (k, id) VALUES (?1, ?1)").bind(id),
   ]);
@@ -76,6 +80,7 @@ async function leaseRun(db, id, runner) {
   return results[0] ?? null;
 }
 
+const queueOf = (env, name) => env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(name));
 const json = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const enc = new TextEncoder();
 
@@ -90,8 +95,8 @@ export class FloorDo {
   // An alarm an hour out never fires within a bench run; if it did, there is nothing to watch.
   async alarm() {}
 
-  async admit(id) {
-    await admitBatch(this.env.DB, id);
+  async admit(id, runner = null) {
+    await admitBatch(this.env.DB, id, runner);
     await this.state.storage.put("state", "{\"claim\":\"x\"}");
     await this.state.storage.setAlarm(Date.now() + 3_600_000);
   }
@@ -119,32 +124,19 @@ export class FloorDo {
         for (const w of this.streams ?? []) w.write(frame).catch(() => this.streams.delete(w));
         return json({ seqs: [seq] });
       }
-      case "/admit-dispatch": {
-        await this.admit(id);
-        const queue = this.env.FLOOR_QUEUE.get(this.env.FLOOR_QUEUE.idFromName(url.searchParams.get("q")));
-        // Not awaited, as ours: the answer does not wait for the hand-over.
-        queue.fetch(`https://floor/offer?id=${id}`, { method: "POST" }).catch(() => {});
-        return json({ taskId: id }, 202);
-      }
+      case "/admit-dispatch":
       case "/admit-reserve": {
-        const queue = this.env.FLOOR_QUEUE.get(this.env.FLOOR_QUEUE.idFromName(url.searchParams.get("q")));
-        const r = await queue.fetch("https://floor/reserve", { method: "POST" });
-        if (r.status !== 200) {
-          await this.admit(id);
-          queue.fetch(`https://floor/offer?id=${id}`, { method: "POST" }).catch(() => {});
-          return json({ taskId: id }, 202);
+        const queue = queueOf(this.env, url.searchParams.get("q"));
+        // The design to weigh reserves a ready socket first, to write its lease with the run.
+        let key = null;
+        if (url.pathname === "/admit-reserve") {
+          const r = await queue.fetch("https://floor/reserve", { method: "POST" });
+          if (r.status === 200) ({ key } = await r.json());
         }
-        const { key } = await r.json();
-        await ensureTables(this.env.DB);
-        const db = this.env.DB;
-        await db.batch([
-          db.prepare("INSERT INTO floor_run (id, session, body, runner, epoch) VALUES (?1, ?1, ?2, ?3, 1)").bind(id, "{\"objective\":\"bench\"}", key),
-          db.prepare("INSERT INTO floor_claim (session, id) VALUES (?1, ?1)").bind(id),
-          db.prepare("INSERT INTO floor_key (k, id) VALUES (?1, ?1)").bind(id),
-        ]);
-        await this.state.storage.put("state", "{\"claim\":\"x\"}");
-        await this.state.storage.setAlarm(Date.now() + 3_600_000);
-        queue.fetch(`https://floor/deliver?key=${key}&id=${id}`, { method: "POST" }).catch(() => {});
+        await this.admit(id, key);
+        // Not awaited, as ours: the answer does not wait for the hand-over.
+        const next = key ? `deliver?key=${key}&id=${id}` : `offer?id=${id}`;
+        queue.fetch(`https://floor/${next}`, { method: "POST" }).catch(() => {});
         return json({ taskId: id }, 202);
       }
       case "/do":
@@ -157,9 +149,7 @@ export class FloorDo {
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
         return ok();
       case "/do-d1-storage-alarm":
-        await admitBatch(this.env.DB, url.searchParams.get("id"));
-        await this.state.storage.put("state", "{\"claim\":\"x\"}");
-        await this.state.storage.setAlarm(Date.now() + 3_600_000);
+        await this.admit(id);
         return ok();
       default:
         return new Response("no such part", { status: 404 });
@@ -245,7 +235,7 @@ export default {
       return new Response("{\"ok\":true,\"service\":\"sema-floor\"}", { headers: { "content-type": "application/json" } });
     }
     const q = url.searchParams.get("q");
-    const queue = q && env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(q));
+    const queue = q && queueOf(env, q);
     if (url.pathname === "/queue-connect" || url.pathname === "/queue-waiting") {
       if (!queue) return new Response("q= names the queue", { status: 400 });
       return queue.fetch(req);

@@ -127,9 +127,24 @@ fn append(url: &str, samples: usize) {
     emit(line("floor-append", lat, vec![], errors));
 }
 
-/// The object for round `i`: one warm session object, or a new one per round.
-fn session_of(warm: &Option<String>) -> String {
-    warm.clone().unwrap_or_else(|| unique("fds"))
+/// Submits one new run through `route` into the warm session object (or a new one) on `queue`:
+/// (run id, when it was sent, status, the submit's own ms).
+fn submit(
+    agent: &ureq::Agent,
+    url: &str,
+    route: &str,
+    warm: &Option<String>,
+    queue: &str,
+) -> (String, Instant, u16, f64) {
+    let run = unique("fdr");
+    let session = warm.clone().unwrap_or_else(|| unique("fds"));
+    let sent = Instant::now();
+    let (status, _, ms) = post(
+        agent,
+        url,
+        &format!("/{route}?o={session}&id={run}&q={queue}"),
+    );
+    (run, sent, status, ms)
 }
 
 fn connect(url: &str, queue: &str) -> Result<WebSocket<TcpStream>, String> {
@@ -220,13 +235,7 @@ fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
             rounds.errors += 1;
             break;
         }
-        let run = unique("fdr");
-        let sent = Instant::now();
-        let path = format!(
-            "/{route}?o={}&id={run}&q={queue}",
-            session_of(&warm_session)
-        );
-        let (status, _, sub_ms) = post(&a, url, &path);
+        let (run, sent, status, sub_ms) = submit(&a, url, route, &warm_session, &queue);
         let leased = read_until(&mut ws, |t| t.contains("\"lease\""));
         let ms = ms_since(sent);
         let got: Value = leased
@@ -278,13 +287,8 @@ fn dispatch_poll(url: &str, samples: usize, warm: bool) {
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            let run = unique("fdr");
-            let sent = Instant::now();
-            let path = format!(
-                "/admit-dispatch?o={}&id={run}&q={queue}",
-                session_of(&warm_session)
-            );
-            let (status, _, sub_ms) = post(&main, url, &path);
+            let (run, sent, status, sub_ms) =
+                submit(&main, url, "admit-dispatch", &warm_session, &queue);
             let Ok((got, at)) = rx.recv_timeout(DEADLINE) else {
                 rounds.errors += 1;
                 break; // the runner is gone or stuck: no further round can be measured

@@ -223,9 +223,9 @@ impl Harness {
         self.assert_object_agrees(session, after);
     }
 
-    #[track_caller]
     /// The session is held by `task` (a submit's 409 names it) until its runner finishes it with
     /// `epoch`; then it admits again.
+    #[track_caller]
     fn assert_held_until_its_runner_finishes(
         &self,
         session: &str,
@@ -245,6 +245,7 @@ impl Harness {
         });
     }
 
+    #[track_caller]
     fn assert_object_agrees(&self, session: &str, after: &str) {
         let object = self.api().object_claim(session);
         let d1 = self.snapshot().claims.get(session).cloned();
