@@ -87,6 +87,8 @@ pub struct DispatchDo {
     pushing: RefCell<HashSet<String>>,
     /// Of those, the ones that closed meanwhile.
     gone: RefCell<HashSet<String>>,
+    /// When the alarm this memory set is due (none: none set since it last fired).
+    alarm_at: Cell<Option<i64>>,
 }
 
 impl DurableObject for DispatchDo {
@@ -103,6 +105,7 @@ impl DurableObject for DispatchDo {
             woke: Cell::new(false),
             pushing: RefCell::new(HashSet::new()),
             gone: RefCell::new(HashSet::new()),
+            alarm_at: Cell::new(None),
         }
     }
 
@@ -112,7 +115,7 @@ impl DurableObject for DispatchDo {
             return Ok(crate::http::error::respond(self.accept_socket(&req)));
         }
         let cx = Cx::new(self.env.clone());
-        let reply = match req.json::<DispatchCall>().await {
+        let reply = match crate::object_reply::call::<DispatchCall>(&mut req).await {
             Ok(call) => self.dispatch(&cx, call).await,
             Err(e) => Err(Failure::Infra(format!("dispatch call: {e}"))),
         }
@@ -129,6 +132,7 @@ impl DurableObject for DispatchDo {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
+        self.alarm_at.set(None);
         self.wake();
         // Due handouts: lapsed offers and unacknowledged leases go back to the next runner.
         self.reclaim(&Cx::new(self.env.clone())).await;
@@ -192,8 +196,10 @@ impl DispatchDo {
             DispatchCall::Notify { queue, runs } => {
                 self.learn(queue);
                 self.backlog.borrow_mut().add(runs);
-                self.reclaim(cx).await;
+                // Served before the due handouts are taken back: a release is a D1 write, and
+                // the new run's runner should not wait for it (what comes back is served next).
                 let handed = self.serve(cx).await;
+                self.reclaim(cx).await;
                 Ok(DispatchReply::Noted { handed })
             }
             DispatchCall::Taken {
@@ -262,14 +268,30 @@ impl DispatchDo {
         self.arm().await;
     }
 
-    /// The alarm at the next lapse of an open offer (none: no alarm needed).
+    /// The alarm at the next lapse of an open offer (none: no alarm needed; one already due no
+    /// later: nothing to write). The write is unconfirmed: the alarm only hastens what the reaper's
+    /// requeue of unacknowledged leases does anyway, so a lease pushed or an offer answered right
+    /// after it need not wait for its durability (the runtime's output gate would hold them).
     async fn arm(&self) {
-        let next = self.offers.borrow().next_due();
-        if let Some(at) = next {
-            let offset = (at - platform::now_ms()).max(1);
-            if let Err(e) = self.state.storage().set_alarm(offset).await {
-                worker::console_error!("dispatch alarm: {e:?}");
-            }
+        let Some(at) = self.offers.borrow().next_due() else {
+            return;
+        };
+        if self.alarm_at.get().is_some_and(|armed| armed <= at) {
+            return;
+        }
+        let now = platform::now_ms();
+        let options = worker::SetAlarmOptions {
+            allow_unconfirmed: Some(true),
+            ..Default::default()
+        };
+        match self
+            .state
+            .storage()
+            .set_alarm_with_options((at - now).max(1), options)
+            .await
+        {
+            Ok(()) => self.alarm_at.set(Some(now + (at - now).max(1))),
+            Err(e) => worker::console_error!("dispatch alarm: {e:?}"),
         }
     }
 
@@ -383,7 +405,7 @@ impl DispatchDo {
                     }
                     Want::Socket { ws, mut note } => {
                         note.ready = false;
-                        let _ = ws.serialize_attachment(&note);
+                        let _ = keep_note(&ws, &note);
                         self.pushing.borrow_mut().insert(note.key.clone());
                         pushes.push(Push {
                             ws,
@@ -395,15 +417,15 @@ impl DispatchDo {
                 self.offers.borrow_mut().offer(ready, now);
                 pass += 1;
             }
-            if pass > 0 {
-                self.arm().await;
-            }
             offered += pass;
             if pushes.is_empty() {
+                // After the offers, so no write of this pass comes before a runner's answer.
+                self.arm().await;
                 return offered;
             }
             let landed =
                 futures_util::future::join_all(pushes.into_iter().map(|p| self.push(cx, p))).await;
+            self.arm().await;
             if landed.iter().all(|l| *l) {
                 return offered;
             }
@@ -490,7 +512,7 @@ impl DispatchDo {
     /// A socket whose push did not land waits again, first in line (it was the longest waiting).
     fn requeue_socket(&self, ws: WebSocket, note: &mut SocketNote) {
         note.ready = true;
-        let _ = ws.serialize_attachment(&*note);
+        let _ = keep_note(&ws, note);
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         self.waiters.borrow_mut().push_front(Waiter {
@@ -510,7 +532,7 @@ impl DispatchDo {
         }
         let mut found = Vec::new();
         for ws in self.state.get_websockets() {
-            if let Ok(Some(note)) = ws.deserialize_attachment::<SocketNote>() {
+            if let Some(note) = note_of(&ws) {
                 found.push((note, ws));
             }
         }
@@ -562,19 +584,22 @@ impl DispatchDo {
         self.state.set_websocket_auto_response(&keepalive);
         self.state.accept_web_socket(&pair.server);
         let key = sema_core::hex::encode(&platform::random::<12>()?);
-        pair.server.serialize_attachment(&SocketNote {
-            queue,
-            runner_id,
-            key,
-            ready: false,
-            since: platform::now_ms(),
-        })?;
+        keep_note(
+            &pair.server,
+            &SocketNote {
+                queue,
+                runner_id,
+                key,
+                ready: false,
+                since: platform::now_ms(),
+            },
+        )?;
         Ok(Response::from_websocket(pair.client)?)
     }
 
     /// The runner on `ws` asked for a run: it joins the line (once) and is served.
     async fn socket_ready(&self, ws: WebSocket) {
-        let Ok(Some(mut note)) = ws.deserialize_attachment::<SocketNote>() else {
+        let Some(mut note) = note_of(&ws) else {
             return;
         };
         if note.ready || self.pushing.borrow().contains(&note.key) {
@@ -582,7 +607,7 @@ impl DispatchDo {
         }
         note.ready = true;
         note.since = platform::now_ms();
-        if ws.serialize_attachment(&note).is_err() {
+        if keep_note(&ws, &note).is_err() {
             return;
         }
         let id = self.next_id.get();
@@ -592,17 +617,17 @@ impl DispatchDo {
             want: Want::Socket { ws, note },
         });
         let cx = Cx::new(self.env.clone());
-        self.reclaim(&cx).await;
         if let Err(f) = self.refill_if_cold(&cx).await {
             // The socket stays in line; the next notice or ready serves it.
             worker::console_error!("dispatch refill: {f:?}");
         }
         self.serve(&cx).await;
+        self.reclaim(&cx).await;
     }
 
     /// A socket closed: it leaves the line, or (its lease being written) is marked gone.
     fn socket_gone(&self, ws: &WebSocket) {
-        let Ok(Some(note)) = ws.deserialize_attachment::<SocketNote>() else {
+        let Some(note) = note_of(ws) else {
             return;
         };
         self.waiters.borrow_mut().retain(|w| match &w.want {
@@ -613,6 +638,18 @@ impl DispatchDo {
             self.gone.borrow_mut().insert(note.key);
         }
     }
+}
+
+/// Keeps `note` on the socket (it survives hibernation), as JSON text: one string across the wasm
+/// boundary rather than an object built field by field.
+fn keep_note(ws: &WebSocket, note: &SocketNote) -> worker::Result<()> {
+    ws.serialize_attachment(serde_json::to_string(note)?)
+}
+
+/// The note kept on `ws` (none: not one of this object's runner sockets).
+fn note_of(ws: &WebSocket) -> Option<SocketNote> {
+    let text = ws.deserialize_attachment::<String>().ok().flatten()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Sends `call` to the dispatcher of `queue`.

@@ -9,7 +9,7 @@ use sema_core::{
     wire::{self, BODY_MAX},
     ApiError,
 };
-use worker::Request;
+use worker::{wasm_bindgen_futures::JsFuture, Request};
 
 /// Reads and parses a JSON body: the generic value (for fingerprints) and the typed request.
 pub async fn json_body<T: serde::de::DeserializeOwned>(
@@ -17,13 +17,30 @@ pub async fn json_body<T: serde::de::DeserializeOwned>(
 ) -> Result<(serde_json::Value, T), Failure> {
     let header = |name: &str| req.headers().get(name).ok().flatten();
     wire::require_json_content_type(header("content-type").as_deref())?;
-    if let Some(len) = header("content-length").and_then(|l| l.trim().parse::<u64>().ok()) {
-        if len > BODY_MAX as u64 {
-            return Err(ApiError::payload_too_large(BODY_MAX).into());
-        }
+    let declared = header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > BODY_MAX as u64) {
+        return Err(ApiError::payload_too_large(BODY_MAX).into());
     }
-    let bytes = read_capped(req).await?;
+    let bytes = match declared {
+        // A declared length within the limit bounds the body (the runtime holds it to its
+        // framing), so it is read in one call rather than chunk by chunk.
+        Some(_) => read_whole(req).await?,
+        None => read_capped(req).await?,
+    };
     Ok(wire::parse_body(&bytes)?)
+}
+
+/// The whole body of a request whose declared length is within [`BODY_MAX`], read by the runtime in
+/// one call (a stream read costs one promise per chunk through Rust futures).
+async fn read_whole(req: &Request) -> Result<Vec<u8>, Failure> {
+    let unreadable = || ApiError::invalid_request("request body could not be read");
+    let promise = req.inner().array_buffer().map_err(|_| unreadable())?;
+    let buffer = JsFuture::from(promise).await.map_err(|_| unreadable())?;
+    let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
+    if bytes.len() > BODY_MAX {
+        return Err(ApiError::payload_too_large(BODY_MAX).into());
+    }
+    Ok(bytes)
 }
 
 /// Bytes of an oversized body read (and dropped) before answering 413.

@@ -323,8 +323,8 @@ impl SessionDo {
         });
         state.claim = Some(admission::claim_of(input, body, recheck));
         state.confirmed = true;
-        self.save(state).await?;
-        self.arm_alarm().await?;
+        self.save_after_d1(state).await?;
+        self.arm_alarm_after_d1().await?;
         self.announce(input, now);
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! wins) and end it; dead (ended elsewhere) → end it. So a silent runner is reaped on time between
 //! cron ticks; the cron is the backstop for objects that were never told.
 
-use super::{admission::recheck_at, SessionDo};
+use super::{admission::recheck_at, state::Durability, SessionDo};
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     liveness::{Verdict, STALLED_CODE, STALLED_ERROR},
@@ -18,25 +18,53 @@ impl SessionDo {
     /// judges whatever claim is held when it fires, and re-arms at that claim's recheck time), so
     /// an admission into a session whose previous run's alarm is still pending writes no alarm.
     pub(super) async fn arm_alarm(&self) -> Result<(), Failure> {
+        self.arm_alarm_with(Durability::Confirmed).await
+    }
+
+    /// [`SessionDo::arm_alarm`] right after D1 committed the claim it watches (see
+    /// [`Durability::AfterD1`]): a crash that loses it loses the memory too, and the next instance
+    /// confirms its claim against D1; the cron's reaper is the backstop meanwhile.
+    pub(super) async fn arm_alarm_after_d1(&self) -> Result<(), Failure> {
+        self.arm_alarm_with(Durability::AfterD1).await
+    }
+
+    async fn arm_alarm_with(&self, durability: Durability) -> Result<(), Failure> {
         let Some(at) = self.load().await?.claim.map(|c| c.recheck_at) else {
             return Ok(());
         };
         if self.alarm_at.get().is_some_and(|armed| armed <= at) {
             return Ok(());
         }
-        self.set_alarm_in(at - platform::now_ms()).await
+        self.set_alarm_in_with(at - platform::now_ms(), durability)
+            .await
     }
 
     /// Sets the alarm `offset_ms` from now (at least 1 ms) and remembers when it is due. Every
     /// alarm the object sets goes through here, so while `alarm_at` names a time, an alarm is
     /// pending that is due no later than it.
     pub(super) async fn set_alarm_in(&self, offset_ms: i64) -> Result<(), Failure> {
+        self.set_alarm_in_with(offset_ms, Durability::Confirmed)
+            .await
+    }
+
+    async fn set_alarm_in_with(
+        &self,
+        offset_ms: i64,
+        durability: Durability,
+    ) -> Result<(), Failure> {
         let offset = offset_ms.max(1);
         // The runtime counts the offset from the same clock reading (no I/O in between).
         let at = platform::now_ms() + offset;
         // Remembered only once set: after a failed write the pending alarm is the earlier one or,
         // had the write taken effect after all, this earlier one; either is due by `alarm_at`.
-        self.state.storage().set_alarm(offset).await?;
+        let options = worker::SetAlarmOptions {
+            allow_unconfirmed: Some(matches!(durability, Durability::AfterD1)),
+            ..Default::default()
+        };
+        self.state
+            .storage()
+            .set_alarm_with_options(offset, options)
+            .await?;
         self.alarm_at.set(Some(at));
         Ok(())
     }

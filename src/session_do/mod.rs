@@ -65,6 +65,9 @@ pub struct SessionDo {
     alarm_at: Cell<Option<i64>>,
     /// Where a plain admission may commit (`SEMA_ADMIT_COMMIT`), read once.
     commit_point: CommitPoint,
+    /// The runtime's storage object itself, for the writes worker's `Storage` has no options for
+    /// (`state.rs`, `save_after_d1`).
+    storage_raw: Option<worker::worker_sys::DurableObjectStorage>,
 }
 
 /// What a call produced: a reply, or a stream the object opened.
@@ -77,7 +80,11 @@ impl DurableObject for SessionDo {
     fn new(state: State, env: Env) -> Self {
         let staleness = crate::config::staleness(&env);
         let commit_point = crate::config::admit_commit(&env);
+        let raw = state._inner();
+        let storage_raw = raw.storage().ok();
+        let state = State::from(raw);
         Self {
+            storage_raw,
             state,
             env,
             lock: FairLock::new(),
@@ -92,7 +99,7 @@ impl DurableObject for SessionDo {
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let cx = Cx::new(self.env.clone()).armed_by(&req);
-        let outcome = match req.json::<SessionCall>().await {
+        let outcome = match crate::object_reply::call::<SessionCall>(&mut req).await {
             Ok(call) => self.dispatch(&cx, call).await,
             Err(e) => Err(Failure::Infra(format!("session object call: {e}"))),
         };

@@ -5,8 +5,20 @@
 use super::SessionDo;
 use crate::failure::Failure;
 use sema_core::admission::SessionState;
+use wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
 
 const STATE_KEY: &str = "state";
+
+/// Whether a storage write holds the object's output until it is durable.
+#[derive(Clone, Copy)]
+pub(super) enum Durability {
+    /// The runtime's default: replies and outgoing calls wait for the write.
+    Confirmed,
+    /// The write follows a D1 commit that is the record of what it stores, so nothing waits for
+    /// it (`allowUnconfirmed`).
+    AfterD1,
+}
 
 impl SessionDo {
     /// The session state: memory, else storage, else empty.
@@ -37,6 +49,33 @@ impl SessionDo {
         let text = serde_json::to_string(&state)?;
         *self.memory.borrow_mut() = Some(state);
         self.state.storage().put(STATE_KEY, text).await?;
+        Ok(())
+    }
+
+    /// Persists `state` right after D1 committed what it records (an admission), without holding
+    /// the object's output for the write's durability: the runtime's output gate would otherwise
+    /// keep the 202, and the announce to the queue's dispatcher, until the write is on disk. D1 is
+    /// the record here; losing this write to a crash is the case [`SessionDo::load`] already
+    /// covers (storage behind D1, confirmed against D1 before it answers a 409).
+    pub(super) async fn save_after_d1(&self, state: SessionState) -> Result<(), Failure> {
+        let Some(storage) = self.storage_raw.as_ref() else {
+            return self.save(state).await;
+        };
+        let text = serde_json::to_string(&state)?;
+        *self.memory.borrow_mut() = Some(state);
+        let options = js_sys::Object::new();
+        js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())
+            .map_err(|e| Failure::Infra(format!("storage options: {e:?}")))?;
+        let put = js_sys::Reflect::get(storage, &"put".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(|| Failure::Infra("the object's storage has no put".into()))?;
+        let promise = put
+            .call3(storage, &STATE_KEY.into(), &text.into(), &options)
+            .map_err(|e| Failure::Infra(format!("storage put: {e:?}")))?;
+        JsFuture::from(js_sys::Promise::from(promise))
+            .await
+            .map_err(|e| Failure::Infra(format!("storage put: {e:?}")))?;
         Ok(())
     }
 
