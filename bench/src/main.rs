@@ -313,6 +313,12 @@ fn admission_levels(
         line["concurrency"] = json!(conc);
         line["requests"] = json!(results.len());
         line["errors"] = json!(results.len() - ok);
+        // What each error was (0: no HTTP answer), so a stray one can be told apart.
+        let mut statuses = std::collections::BTreeMap::<String, usize>::new();
+        for (s, _) in results.iter().filter(|(s, _)| *s != accepted) {
+            *statuses.entry(s.to_string()).or_default() += 1;
+        }
+        line["error_statuses"] = json!(statuses);
         line["per_s"] = json!(ok as f64 / elapsed);
         emit(line);
     }
