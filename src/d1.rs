@@ -117,19 +117,15 @@ fn prepare(db: &D1Database, stmt: &Stmt) -> Result<D1PreparedStatement, DbError>
 }
 
 fn to_db_error(e: worker::Error) -> DbError {
-    let text = match &e {
+    match &e {
         // D1Error's Display assumes a string cause and panics otherwise: read the parts safely.
-        worker::Error::D1(d1) => {
-            let js: &js_sys::Error = d1.as_ref();
-            format!("{} {}", String::from(js.message()), d1.cause())
-        }
-        other => other.to_string(),
-    };
-    classify_sqlite_error(&text)
+        worker::Error::D1(d1) => rejected(AsRef::<JsValue>::as_ref(d1).clone()),
+        other => classify_sqlite_error(&other.to_string()),
+    }
 }
 
-/// A rejection of one of D1's promises, read as worker's `D1Error` reads it (message, then the
-/// cause's message), so the classification sees the same text.
+/// A rejection of one of D1's promises (or worker's `D1Error`), read as its message, then its
+/// cause's message.
 fn rejected(e: JsValue) -> DbError {
     let text = match e.dyn_ref::<js_sys::Error>() {
         Some(err) => {

@@ -280,6 +280,7 @@ impl DispatchDo {
             return;
         }
         let now = platform::now_ms();
+        let offset = (at - now).max(1);
         let options = worker::SetAlarmOptions {
             allow_unconfirmed: Some(true),
             ..Default::default()
@@ -287,10 +288,10 @@ impl DispatchDo {
         match self
             .state
             .storage()
-            .set_alarm_with_options((at - now).max(1), options)
+            .set_alarm_with_options(offset, options)
             .await
         {
-            Ok(()) => self.alarm_at.set(Some(now + (at - now).max(1))),
+            Ok(()) => self.alarm_at.set(Some(now + offset)),
             Err(e) => worker::console_error!("dispatch alarm: {e:?}"),
         }
     }

@@ -46,10 +46,7 @@ impl SessionDo {
     /// Persists `state`. Memory is updated first: if the storage write fails, this instance still
     /// knows the truth, and a later instance re-learns it from D1's refusal.
     pub(super) async fn save(&self, state: SessionState) -> Result<(), Failure> {
-        let text = serde_json::to_string(&state)?;
-        *self.memory.borrow_mut() = Some(state);
-        self.state.storage().put(STATE_KEY, text).await?;
-        Ok(())
+        self.save_with(state, Durability::Confirmed).await
     }
 
     /// Persists `state` right after D1 committed what it records (an admission), without holding
@@ -58,11 +55,17 @@ impl SessionDo {
     /// the record here; losing this write to a crash is the case [`SessionDo::load`] already
     /// covers (storage behind D1, confirmed against D1 before it answers a 409).
     pub(super) async fn save_after_d1(&self, state: SessionState) -> Result<(), Failure> {
-        let Some(storage) = self.storage_raw.as_ref() else {
-            return self.save(state).await;
-        };
+        self.save_with(state, Durability::AfterD1).await
+    }
+
+    async fn save_with(&self, state: SessionState, durability: Durability) -> Result<(), Failure> {
         let text = serde_json::to_string(&state)?;
         *self.memory.borrow_mut() = Some(state);
+        let (Durability::AfterD1, Some(storage)) = (durability, self.storage_raw.as_ref()) else {
+            self.state.storage().put(STATE_KEY, text).await?;
+            return Ok(());
+        };
+        // worker's `Storage::put` takes no options: the runtime's own `put`, with them.
         let options = js_sys::Object::new();
         js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())
             .map_err(|e| Failure::Infra(format!("storage options: {e:?}")))?;
