@@ -276,7 +276,7 @@ def floor_section(by):
         return out + ["No floor lines in this run" + (f" ({by['floor'][0].get('error')})" if by.get("floor") else "") + ".", ""]
     names = {"health": "trivial route", "d1": "one D1 batch of 3 inserts (from the Worker)", "do": "Durable Object round trip",
              "do-storage": "object + one storage write", "do-d1-storage": "object + D1 batch + storage write",
-             "do-d1-storage-alarm": "object + D1 batch + storage write + alarm (the design that ships)"}
+             "do-d1-storage-alarm": "object + D1 batch, then storage write + alarm unconfirmed (the design that ships)"}
     levels = sorted({r["concurrency"] for r in rows})
     keys = []
     for r in rows:
@@ -333,7 +333,7 @@ def paths_beside_floor(by):
     direct = lambda scen, **kw: next(iter(pick(by.get(scen, []), target="workerd-direct", **kw)), None)
     paths = [
         ("409 under 100 simultaneous submits", direct("contention"), direct("floor-contention"),
-         "one object per session; the first submit takes the claim (D1 batch + storage + alarm), the other 99 are answered 409 from memory"),
+         "one object per session; the first submit takes the claim (D1 batch, then storage + alarm written unconfirmed), the other 99 are answered 409 from memory"),
         ("append → SSE receipt", direct("events-latency"), direct("floor-append"),
          "the object writes the event and the run's last seq in one D1 batch, then writes it to the stream it holds"),
     ]
@@ -341,7 +341,7 @@ def paths_beside_floor(by):
         for session in ["new", "warm"]:
             fl = direct("floor-dispatch", transport="ws" if transport == "WebSocket" else "long-poll", session=session)
             paths.append((f"submit → lease, {transport}, {session} session", direct(ours_scen, session=session), fl,
-                          "admission (D1 batch + storage + alarm), the queue object told without waiting; "
+                          "admission (D1 batch, then storage + alarm written unconfirmed), the queue object told without waiting; "
                           + ("it writes the lease (one conditional update) and pushes it on the socket" if transport == "WebSocket"
                              else "it hands the run id to the waiting request, which writes the lease")))
     rows = []

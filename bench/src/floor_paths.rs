@@ -3,7 +3,8 @@
 //! ours (the same counts and the same order of calls), so the report sets ours beside it:
 //!
 //! - `floor-contention`: `contenders` simultaneous submits into each of `sessions` fresh objects;
-//!   one takes the claim (D1 batch + storage + alarm), the others are answered 409 from memory;
+//!   one takes the claim (D1 batch, then storage + alarm written unconfirmed), the others are
+//!   answered 409 from memory;
 //! - `floor-append`: one event appended per call to an object holding one event stream; from
 //!   sending the append to reading its `id:` line on the stream;
 //! - `floor-dispatch`: submit → lease with one runner waiting in the queue object, over a
