@@ -328,12 +328,16 @@ def floor_section(by):
     return out + paths_beside_floor(by)
 
 
+# What the floor Worker's admission does (bench/floor/floor.js, `FloorDo.admit`), as the rows say it.
+FLOOR_ADMISSION = "(D1 batch, then storage + alarm written unconfirmed)"
+
+
 def paths_beside_floor(by):
     """The other hot paths (conflict, append, lease) beside their floors (`sema-bench floor-paths`)."""
     direct = lambda scen, **kw: next(iter(pick(by.get(scen, []), target="workerd-direct", **kw)), None)
     paths = [
         ("409 under 100 simultaneous submits", direct("contention"), direct("floor-contention"),
-         "one object per session; the first submit takes the claim (D1 batch, then storage + alarm written unconfirmed), the other 99 are answered 409 from memory"),
+         f"one object per session; the first submit takes the claim {FLOOR_ADMISSION}, the other 99 are answered 409 from memory"),
         ("append → SSE receipt", direct("events-latency"), direct("floor-append"),
          "the object writes the event and the run's last seq in one D1 batch, then writes it to the stream it holds"),
     ]
@@ -341,7 +345,7 @@ def paths_beside_floor(by):
         for session in ["new", "warm"]:
             fl = direct("floor-dispatch", transport="ws" if transport == "WebSocket" else "long-poll", session=session)
             paths.append((f"submit → lease, {transport}, {session} session", direct(ours_scen, session=session), fl,
-                          "admission (D1 batch, then storage + alarm written unconfirmed), the queue object told without waiting; "
+                          f"admission {FLOOR_ADMISSION}, the queue object told without waiting; "
                           + ("it writes the lease (one conditional update) and pushes it on the socket" if transport == "WebSocket"
                              else "it hands the run id to the waiting request, which writes the lease")))
     rows = []

@@ -6,7 +6,7 @@
 //   POST /d1?id=K                      one D1 batch of three inserts (run, claim, key), from the Worker
 //   POST /do?o=NAME                    one Durable Object round trip (new object if NAME is new)
 //   POST /do-storage?o=NAME            the object writes one key to its storage, then answers
-//   POST /do-d1-storage?o=NAME&id=K    the object runs the D1 batch, then writes storage: today's admission
+//   POST /do-d1-storage?o=NAME&id=K    the object runs the D1 batch, then writes storage (confirmed)
 //   POST /do-d1-storage-alarm?o=NAME&id=K   the design that ships: the D1 batch, then the storage
 //                                      write and the object's alarm (one per admission, to watch the
 //                                      claim), both written after D1 unconfirmed, as ours
