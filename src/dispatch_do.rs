@@ -554,11 +554,12 @@ impl DispatchDo {
     /// `GET /connect?queue=&runnerId=` (forwarded by the Worker, validated there): accepts the
     /// runner's WebSocket with the hibernation API.
     fn accept_socket(&self, req: &Request) -> Result<Response, Failure> {
-        let url = req.url()?;
+        let pairs = sema_core::list::parse_query(sema_core::list::query_of(&req.inner().url()))?;
         let param = |name: &str| {
-            url.query_pairs()
+            pairs
+                .iter()
                 .find(|(k, _)| k == name)
-                .map(|(_, v)| v.into_owned())
+                .map(|(_, v)| v.clone())
                 .unwrap_or_default()
         };
         let (queue, runner_id) = (param("queue"), param("runnerId"));
@@ -650,7 +651,7 @@ fn keep_note(ws: &WebSocket, note: &SocketNote) -> worker::Result<()> {
 /// The note kept on `ws` (none: not one of this object's runner sockets).
 fn note_of(ws: &WebSocket) -> Option<SocketNote> {
     let text = ws.deserialize_attachment::<String>().ok().flatten()?;
-    serde_json::from_str(&text).ok()
+    sema_core::json::from_text(&text).ok()
 }
 
 /// Sends `call` to the dispatcher of `queue`.
@@ -669,7 +670,7 @@ pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchR
     if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
         cx.meter.add_header(&share);
     }
-    Ok(serde_json::from_str(
+    Ok(sema_core::json::from_text(
         &crate::object_reply::text(resp).await?,
     )?)
 }

@@ -20,5 +20,5 @@ pub async fn text(resp: Response) -> worker::Result<String> {
 
 /// The call an object received in `req`: its body, as JSON.
 pub async fn call<T: serde::de::DeserializeOwned>(req: &mut Request) -> worker::Result<T> {
-    Ok(serde_json::from_str(&req.text().await?)?)
+    Ok(sema_core::json::from_text(&req.text().await?)?)
 }

@@ -151,9 +151,9 @@ fn resolution_id() -> Result<String, Failure> {
 /// `GET /v1/approvals?sessionId=&limit=&cursor=`: pending cards, oldest first; a client sees its
 /// own, an operator every principal's. Never a checkpoint id or token.
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.url()?;
+    let url = req.inner().url();
     let (mut session, mut limit, mut cursor) = (None, APPROVALS_PAGE_DEFAULT, None);
-    for (k, v) in parse_query(url.query().unwrap_or(""))? {
+    for (k, v) in parse_query(sema_core::list::query_of(&url))? {
         match k.as_str() {
             "sessionId" => {
                 session = Some(SessionId::parse(&v).ok_or_else(|| {

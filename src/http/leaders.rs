@@ -105,8 +105,8 @@ pub async fn get(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Response
 /// newest first, keyset-paginated (`nextCursor`); records only: no children, no `result`.
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     enabled(cx)?;
-    let url = req.url()?;
-    let q = LeaderListQuery::parse(url.query().unwrap_or(""))?;
+    let url = req.inner().url();
+    let q = LeaderListQuery::parse(sema_core::list::query_of(&url))?;
     let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?

@@ -43,8 +43,9 @@ async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
     // The one request authenticated otherwise: a run's event stream opened with a stream ticket
     // (a browser's EventSource sends no Authorization header). Only this route, only with `ticket=`.
     if let Route::RunEvents(id) = &route {
-        let url = req.url()?;
-        if let Some(ticket) = sema_core::stream_ticket::in_query(url.query().unwrap_or(""))? {
+        let url = req.inner().url();
+        let query = sema_core::list::query_of(&url);
+        if let Some(ticket) = sema_core::stream_ticket::in_query(query)? {
             return stream_ticket::events(req, cx, id, ticket).await;
         }
     }

@@ -84,11 +84,12 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
 /// lease itself and sends `{"type":"lease", ...the lease body}`. The query is validated first, like
 /// a lease body (400 naming the field); then, without the upgrade, `426 runner.upgrade_required`.
 pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
-    let url = req.url()?;
+    let pairs = sema_core::list::parse_query(sema_core::list::query_of(&req.inner().url()))?;
     let param = |name: &str| {
-        url.query_pairs()
+        pairs
+            .iter()
             .find(|(k, _)| k == name)
-            .map(|(_, v)| v.into_owned())
+            .map(|(_, v)| v.clone())
     };
     let r = LeaseBody {
         runner_id: param("runnerId").unwrap_or_default(),
@@ -105,16 +106,11 @@ pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
         )
         .into());
     }
-    let mut to = worker::Url::parse(dispatch::CONNECT_URL)
-        .map_err(|e| Failure::Infra(format!("connect url: {e}")))?;
-    to.query_pairs_mut()
-        .append_pair("queue", &r.queue)
-        .append_pair("runnerId", &r.runner_id);
     let headers = worker::Headers::new();
     headers.set("upgrade", "websocket")?;
     let mut init = worker::RequestInit::new();
     init.with_method(worker::Method::Get).with_headers(headers);
-    let forward = Request::new_with_init(to.as_str(), &init)?;
+    let forward = Request::new_with_init(&dispatch::connect_url(&r.queue, &r.runner_id), &init)?;
     let stub = cx
         .env
         .durable_object(dispatch::BINDING)?

@@ -144,8 +144,8 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.url()?;
-    let q = RunListQuery::parse(url.query().unwrap_or(""))?;
+    let url = req.inner().url();
+    let q = RunListQuery::parse(sema_core::list::query_of(&url))?;
     if let Some(session) = q.session_id.as_deref() {
         // A session's own listing shows the run its object answered but has not yet written.
         if config::admit_commit(&cx.env) == CommitPoint::Object {
@@ -232,10 +232,10 @@ pub async fn events_of(
     ticketed: bool,
 ) -> Result<Response, Failure> {
     let task_id = &run.task_id;
-    let url = req.url()?;
+    let url = req.inner().url();
     let mut after: Option<i64> = None;
     let mut limit: i64 = 500;
-    for (k, v) in sema_core::list::parse_query(url.query().unwrap_or(""))? {
+    for (k, v) in sema_core::list::parse_query(sema_core::list::query_of(&url))? {
         match k.as_str() {
             "after" => {
                 after = Some(sema_core::sse::parse_anchor(&v).ok_or_else(|| {

@@ -20,8 +20,8 @@ use worker::{Request, Response};
 /// `GET /v1/sessions?limit=&cursor=`: `{sessions: [face], nextCursor}`, most recently admitted into
 /// first.
 pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.url()?;
-    let q = SessionListQuery::parse(url.query().unwrap_or(""))?;
+    let url = req.inner().url();
+    let q = SessionListQuery::parse(sema_core::list::query_of(&url))?;
     let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?

@@ -39,7 +39,7 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
     }
     if resp.headers().has(REPLY_HEADER).unwrap_or(false) {
         let text = crate::object_reply::text(resp).await?;
-        return Ok(Answer::Reply(serde_json::from_str(&text)?));
+        return Ok(Answer::Reply(sema_core::json::from_text(&text)?));
     }
     Ok(Answer::Stream(resp))
 }

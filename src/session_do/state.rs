@@ -28,7 +28,7 @@ impl SessionDo {
         }
         let stored: Option<String> = self.state.storage().get(STATE_KEY).await?;
         let mut state: SessionState = match stored {
-            Some(text) => serde_json::from_str(&text)
+            Some(text) => sema_core::json::from_text(&text)
                 .map_err(|e| Failure::Infra(format!("stored session state: {e}")))?,
             None => SessionState::default(),
         };

@@ -21,7 +21,7 @@ impl SessionDo {
         }
         let stored: Option<String> = self.state.storage().get(TICKETS_KEY).await?;
         let book = match stored {
-            Some(text) => serde_json::from_str(&text)
+            Some(text) => sema_core::json::from_text(&text)
                 .map_err(|e| Failure::Infra(format!("stored stream tickets: {e}")))?,
             None => TicketBook::default(),
         };

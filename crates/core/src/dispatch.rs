@@ -28,6 +28,11 @@ pub const BINDING: &str = "DISPATCH";
 pub const CALL_URL: &str = "https://dispatch.internal/call";
 /// The URL a runner's WebSocket upgrade is forwarded to (`queue` and `runnerId` in its query).
 pub const CONNECT_URL: &str = "https://dispatch.internal/connect";
+/// The forwarded URL of a runner's WebSocket upgrade into `queue`'s dispatcher. Both are safe ids
+/// (validated by the lease rules), which need no escaping in a query.
+pub fn connect_url(queue: &str, runner_id: &str) -> String {
+    format!("{CONNECT_URL}?queue={queue}&runnerId={runner_id}")
+}
 /// Most WebSockets one dispatcher holds; past it a connect gets `429 runner.too_many_waiting`.
 pub const MAX_SOCKETS: usize = MAX_WAITERS;
 /// Most runners one dispatcher holds waiting; past it a lease request gets `429
@@ -501,13 +506,16 @@ mod tests {
             DispatchCall::Stats,
         ] {
             let text = serde_json::to_string(&call).unwrap();
-            assert_eq!(serde_json::from_str::<DispatchCall>(&text).unwrap(), call);
+            assert_eq!(crate::json::from_text::<DispatchCall>(&text).unwrap(), call);
         }
         let reply = DispatchReply::Offered {
             task_id: "t".into(),
         };
         let text = serde_json::to_string(&reply).unwrap();
-        assert_eq!(serde_json::from_str::<DispatchReply>(&text).unwrap(), reply);
+        assert_eq!(
+            crate::json::from_text::<DispatchReply>(&text).unwrap(),
+            reply
+        );
     }
 
     #[test]

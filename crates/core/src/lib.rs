@@ -17,6 +17,7 @@ pub mod headers;
 pub mod hex;
 pub mod idempotency;
 pub mod ids;
+pub mod json;
 pub mod leader;
 pub mod leader_drive;
 pub mod leader_wire;

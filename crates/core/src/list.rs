@@ -9,6 +9,15 @@ use crate::{error::ApiError, ids::is_safe_id};
 pub const DEFAULT_LIMIT: i64 = 50;
 pub const MAX_LIMIT: i64 = 200;
 
+/// The query of a request URL as the runtime serialises it (WHATWG): what follows the first `?`, up
+/// to a `#` (a request URL carries none, but a fragment is never part of the query); `""` when there
+/// is none. The text stays percent-encoded, for [`parse_query`]. Read without a URL parser, whose
+/// tables would weigh in the Worker's wasm for a split.
+pub fn query_of(url: &str) -> &str {
+    let url = url.split_once('#').map_or(url, |(u, _)| u);
+    url.split_once('?').map_or("", |(_, q)| q)
+}
+
 /// Splits and percent-decodes a query string (`+` is a space). Invalid escapes are refused.
 pub fn parse_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
     query
@@ -133,6 +142,25 @@ pub fn decode_cursor(cursor: &str) -> Result<(i64, String), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_query_of_a_url_is_what_follows_the_first_question_mark_up_to_a_fragment() {
+        assert_eq!(query_of("https://h/v1/runs"), "");
+        assert_eq!(query_of("https://h/v1/runs?"), "");
+        assert_eq!(
+            query_of("https://h/v1/runs?sessionId=a%3Fb&limit=5"),
+            "sessionId=a%3Fb&limit=5"
+        );
+        assert_eq!(query_of("https://h/p?a=1?b#frag?c"), "a=1?b");
+        assert_eq!(query_of("https://h/p#frag?c"), "");
+        assert_eq!(
+            parse_query(query_of("http://x/connect?queue=q%20one&runnerId=r+1")).unwrap(),
+            vec![
+                ("queue".to_owned(), "q one".to_owned()),
+                ("runnerId".to_owned(), "r 1".to_owned())
+            ]
+        );
+    }
 
     #[test]
     fn a_cursor_beyond_2_pow_53_is_refused_not_passed_to_the_database() {

@@ -142,7 +142,7 @@ pub const LEADER_DRIVE_PAGE: i64 = 25;
 /// Where this tick's leader driving pass starts: after the last tick's window, or from the start.
 pub fn leaders_start(last_tick_summary: Option<&str>) -> String {
     last_tick_summary
-        .and_then(|json| serde_json::from_str::<TickSummary>(json).ok())
+        .and_then(|json| crate::json::from_text::<TickSummary>(json).ok())
         .map(|t| t.leaders_next)
         .unwrap_or_default()
 }
@@ -150,7 +150,7 @@ pub fn leaders_start(last_tick_summary: Option<&str>) -> String {
 /// Where this tick's debris sweep starts: after the last tick's window, or from the start.
 pub fn sweep_start(last_tick_summary: Option<&str>) -> String {
     last_tick_summary
-        .and_then(|json| serde_json::from_str::<TickSummary>(json).ok())
+        .and_then(|json| crate::json::from_text::<TickSummary>(json).ok())
         .map(|t| t.sweep_next)
         .unwrap_or_default()
 }

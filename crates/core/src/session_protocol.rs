@@ -417,7 +417,7 @@ mod tests {
     fn every_call_survives_a_serialisation_round_trip() {
         for call in every_call() {
             let text = serde_json::to_string(&call).unwrap();
-            let back: SessionCall = serde_json::from_str(&text).unwrap();
+            let back: SessionCall = crate::json::from_text(&text).unwrap();
             assert_eq!(back, call, "{text}");
         }
     }
@@ -551,7 +551,7 @@ mod tests {
         ];
         for reply in replies {
             let text = serde_json::to_string(&reply).unwrap();
-            let back: SessionReply = serde_json::from_str(&text).unwrap();
+            let back: SessionReply = crate::json::from_text(&text).unwrap();
             assert_eq!(back, reply, "{text}");
         }
     }
