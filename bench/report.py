@@ -748,7 +748,7 @@ def main():
         "## 7. Size and start",
         "",
         table(
-            ["wasm after wasm-opt (bytes)", "gzip -9 (bytes)", "wrangler dev start → first 200 (ms)"],
+            ["wasm as `scripts/build` ships it (bytes)", "gzip -9 (bytes)", "wrangler dev start → first 200 (ms)"],
             [[size.get("wasm_raw_bytes"), size.get("wasm_gzip_bytes"), size.get("wrangler_dev_start_to_first_200_ms")]],
         ),
         "",

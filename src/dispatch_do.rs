@@ -146,8 +146,13 @@ impl DurableObject for DispatchDo {
     ) -> worker::Result<()> {
         self.wake();
         let frame = match message {
-            WebSocketIncomingMessage::String(text) => serde_json::from_str::<RunnerFrame>(&text),
-            WebSocketIncomingMessage::Binary(bytes) => serde_json::from_slice(&bytes),
+            WebSocketIncomingMessage::String(text) => {
+                sema_core::json::from_text::<RunnerFrame>(&text)
+            }
+            WebSocketIncomingMessage::Binary(bytes) => match std::str::from_utf8(&bytes) {
+                Ok(text) => sema_core::json::from_text(text),
+                Err(_) => Err(serde::de::Error::custom("a binary frame that is not UTF-8")),
+            },
         };
         match frame {
             Ok(RunnerFrame::Ready) => self.socket_ready(ws).await,

@@ -226,6 +226,21 @@ fn connect_without_an_upgrade_is_426_and_a_bad_query_is_400_even_without_one_and
     // The query is judged before the upgrade: a bad one is 400 with or without it.
     let r = site.runner().get("/v1/runner/connect?queue=q&runnerId=..");
     r.assert_refusal(400, "invalid_request");
+    // A malformed percent-escape is refused, as in every listing's query, not passed on literally.
+    let r = site
+        .runner()
+        .get("/v1/runner/connect?queue=q%zz&runnerId=r");
+    let refusal = r.assert_refusal(400, "invalid_request");
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .contains("percent-escape"),
+        "the refusal names the escape: {refusal}"
+    );
+    // A decoded id is judged: `%72` is `r`, a safe id, so this reaches the upgrade check.
+    let r = site.runner().get("/v1/runner/connect?queue=q&runnerId=%72");
+    r.assert_refusal(426, "runner.upgrade_required");
     let r = site.client().get("/v1/runner/connect?queue=q&runnerId=r");
     r.assert_refusal(403, "forbidden");
 }

@@ -42,7 +42,11 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(
     if bytes.len() > BODY_MAX {
         return Err(ApiError::payload_too_large(BODY_MAX));
     }
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(ApiError::invalid_json)?;
+    // Checked as UTF-8 first, so one text parser serves every read (`crate::json`).
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        ApiError::invalid_json(format_args!("invalid UTF-8 at byte {}", e.valid_up_to()))
+    })?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(ApiError::invalid_json)?;
     if !value.is_object() {
         return Err(ApiError::invalid_request(
             "request body must be a JSON object",
@@ -231,6 +235,17 @@ mod tests {
         );
         let e = submit(&big).unwrap_err();
         assert_eq!((e.status(), e.code()), (413, "payload_too_large"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_is_invalid_json_naming_the_byte() {
+        let e = parse_body::<SubmitRunBody>(b"{\"sessionId\":\"s\xff\"}").unwrap_err();
+        assert_eq!((e.status(), e.code()), (400, "invalid_json"));
+        assert!(
+            e.message.contains("invalid UTF-8 at byte 15"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
