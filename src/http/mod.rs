@@ -24,12 +24,17 @@ use worker::{Env, Headers, Request, Response};
 pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Response {
     let cx = Cx::for_request(env, context).armed_by(&req);
     let resp = respond(dispatch(&mut req, &cx).await);
-    // A response passed through from the session object has immutable headers: copy them.
+    let meter = cx.meter.header();
+    // A response built here takes the header as it is; one passed through from a session object
+    // has immutable headers (setting one fails), so they are copied.
+    if resp.headers().set(METER_HEADER, &meter).is_ok() {
+        return resp;
+    }
     let headers = Headers::new();
     for (k, v) in resp.headers().entries() {
         let _ = headers.set(&k, &v);
     }
-    let _ = headers.set(METER_HEADER, &cx.meter.header());
+    let _ = headers.set(METER_HEADER, &meter);
     resp.with_headers(headers)
 }
 

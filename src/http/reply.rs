@@ -35,7 +35,8 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             waiters,
             streams,
             claim,
-        } => answer::stats(waiters, streams, claim.as_deref()),
+            cut_off,
+        } => answer::stats(waiters, streams, claim.as_deref(), cut_off),
         SessionReply::Parked {
             task_id,
             status,

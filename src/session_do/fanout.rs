@@ -21,7 +21,7 @@ use sema_core::{
     ApiError,
 };
 use std::{
-    cell::RefCell,
+    cell::{Cell, RefCell},
     collections::{HashMap, VecDeque},
     pin::Pin,
     rc::Rc,
@@ -60,13 +60,18 @@ fn wake(w: &mut Option<Waker>) {
     }
 }
 
-/// The writing end, as the core's [`Sink`].
-struct Channel(Shared);
+/// The writing end, as the core's [`Sink`], with the count of streams its object cut off.
+struct Channel(Shared, Rc<Cell<u64>>);
 
 impl Sink for Channel {
     fn send(&mut self, frame: &str) -> bool {
         let q = &mut *self.0.borrow_mut();
-        if q.closed || q.bytes + frame.len() > QUEUE_MAX_BYTES {
+        if q.closed {
+            return false;
+        }
+        if q.bytes + frame.len() > QUEUE_MAX_BYTES {
+            // The reader is 4 MiB behind: the subscriber ends the stream on this refusal.
+            self.1.set(self.1.get() + 1);
             return false;
         }
         q.bytes += frame.len();
@@ -115,10 +120,10 @@ impl Drop for Reader {
     }
 }
 
-/// A new client queue: its writing and reading ends.
-fn queue() -> (Channel, Reader) {
+/// A new client queue: its writing and reading ends; `cut` counts it if it overflows.
+fn queue(cut: Rc<Cell<u64>>) -> (Channel, Reader) {
     let shared: Shared = Rc::default();
-    (Channel(shared.clone()), Reader(shared))
+    (Channel(shared.clone(), cut), Reader(shared))
 }
 
 /// Resolves once the queue of `sub` has room for the replay's next frame (or it closed).
@@ -156,6 +161,8 @@ pub type Sub = Rc<RefCell<Stream>>;
 pub struct Hub {
     subs: RefCell<HashMap<String, Vec<Sub>>>,
     waiters: RefCell<HashMap<String, Vec<oneshot::Sender<()>>>>,
+    /// Streams ended because their reader fell [`QUEUE_MAX_BYTES`] behind, in this instance's life.
+    cut_off: Rc<Cell<u64>>,
 }
 
 impl Hub {
@@ -190,7 +197,7 @@ impl Hub {
                 "this session",
             ));
         }
-        let (channel, rx) = queue();
+        let (channel, rx) = queue(self.cut_off.clone());
         let sub = Rc::new(RefCell::new(Stream {
             state: if joining {
                 Subscriber::joining(after)
@@ -251,6 +258,11 @@ impl Hub {
             .filter(|s| s.borrow().is_open())
             .count();
         (waiters, streams)
+    }
+
+    /// How many streams this instance ended because their reader fell too far behind.
+    pub fn cut_off(&self) -> u64 {
+        self.cut_off.get()
     }
 
     /// Hands `deliver` every open subscriber of `task_id`, then forgets those that closed.
@@ -315,7 +327,7 @@ pub fn finished_response(
     frames: &[String],
     extra: &[(&str, &str)],
 ) -> Result<Response, worker::Error> {
-    let (mut tx, rx) = queue();
+    let (mut tx, rx) = queue(Rc::default());
     for frame in frames {
         tx.send(frame);
     }

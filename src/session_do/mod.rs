@@ -219,6 +219,7 @@ impl SessionDo {
                     waiters,
                     streams,
                     claim: self.load().await?.claim.map(|c| c.task_id),
+                    cut_off: self.hub.cut_off(),
                 }
             }
         };

@@ -76,11 +76,11 @@ fn a_subscriber_that_never_reads_is_ended_and_a_resuming_reader_receives_everyth
         !text.contains("\"type\":\"done\""),
         "the stalled stream got done"
     );
-    // The object gave up after its 4 MiB queue; what else reached this socket sat in wrangler's
-    // proxy and the kernel's buffers, which grow with the machine's load (23 MB seen on a busy
-    // machine), so the bound says only "far short of the 50 MiB appended".
+    // The object gave up after its 4 MiB queue: it says so itself. What reached this socket
+    // besides sat in wrangler's proxy and the kernel's buffers, which grow with the machine's load
+    // (23 MB and 38 MB seen on busy machines), so the byte count says only "not everything".
     assert!(
-        body.len() < 32 * 1024 * 1024,
+        body.len() < 50 * 1024 * 1024,
         "the stalled stream was sent {} bytes",
         body.len()
     );
@@ -89,6 +89,11 @@ fn a_subscriber_that_never_reads_is_ended_and_a_resuming_reader_receives_everyth
         .get(&format!("/v1/admin/sessions/{session}"))
         .json();
     assert_eq!(stats["streams"], 0, "{stats}");
+    // At least the stalled stream (the resuming reader may have been cut off too, and resumed).
+    assert!(
+        stats["streamsCutOff"].as_u64().is_some_and(|n| n >= 1),
+        "the object ended no stream for falling behind: {stats}"
+    );
 }
 
 /// Steer messages a heartbeat delivered, `(seq, message)`, and how many it said still wait.

@@ -104,10 +104,11 @@ pub fn steer_queued(task_id: &str, seq: i64) -> Answer {
 }
 
 /// What a session's object holds in memory (operators' diagnostics).
-pub fn stats(waiters: usize, streams: usize, claim: Option<&str>) -> Answer {
+pub fn stats(waiters: usize, streams: usize, claim: Option<&str>, cut_off: u64) -> Answer {
     (
         200,
-        json!({"waiters": waiters, "streams": streams, "claimTaskId": claim}).to_string(),
+        json!({"waiters": waiters, "streams": streams, "claimTaskId": claim, "streamsCutOff": cut_off})
+            .to_string(),
     )
 }
 

@@ -263,12 +263,15 @@ pub enum SessionReply {
     Flushed {
         written: bool,
     },
-    /// What the object holds in memory: callers waiting for a run's end, open SSE streams, and
-    /// the task holding the claim it remembers.
+    /// What the object holds in memory: callers waiting for a run's end, open SSE streams, the
+    /// task holding the claim it remembers, and how many streams this instance ended because their
+    /// reader fell too far behind.
     Stats {
         waiters: usize,
         streams: usize,
         claim: Option<String>,
+        #[serde(default)]
+        cut_off: u64,
     },
     /// A run parked: its park word and the park event's seq.
     Parked {
@@ -539,6 +542,7 @@ mod tests {
                 waiters: 0,
                 streams: 2,
                 claim: Some("T".into()),
+                cut_off: 1,
             },
             SessionReply::Ticket {
                 ticket: "st1_x".into(),

@@ -699,8 +699,8 @@ fn the_bodies_the_core_builds_match_their_response_schemas() {
     validates("RunFace", &body(answer::waited(&row("running"), 1, &s)));
     validates("Appended", &body(answer::appended(&[1, 2])));
     validates("SteerQueued", &body(answer::steer_queued("T", 3)));
-    validates("SessionStats", &body(answer::stats(1, 2, Some("T"))));
-    validates("SessionStats", &body(answer::stats(0, 0, None)));
+    validates("SessionStats", &body(answer::stats(1, 2, Some("T"), 3)));
+    validates("SessionStats", &body(answer::stats(0, 0, None, 0)));
     validates(
         "Admitted",
         &serde_json::from_str(&crate::admission::admitted_body("T", "S")).unwrap(),
