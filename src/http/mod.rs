@@ -25,8 +25,9 @@ pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Res
     let cx = Cx::for_request(env, context).armed_by(&req);
     let resp = respond(dispatch(&mut req, &cx).await);
     let meter = cx.meter.header();
-    // A response built here takes the header as it is; one passed through from a session object
-    // has immutable headers (setting one fails), so they are copied.
+    // A response built here takes the header as it is; one passed through from an object (a
+    // session's stream, the dispatcher's WebSocket upgrade) has immutable headers (setting one
+    // fails), so they are copied.
     if resp.headers().set(METER_HEADER, &meter).is_ok() {
         return resp;
     }

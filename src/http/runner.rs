@@ -82,7 +82,8 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
 /// the socket with the hibernation API (an idle connection holds no isolate) and sees it close.
 /// Frames: the runner sends `{"type":"ready"}` when it wants one run; the dispatcher writes the
 /// lease itself and sends `{"type":"lease", ...the lease body}`. The query is validated first, like
-/// a lease body (400 naming the field); then, without the upgrade, `426 runner.upgrade_required`.
+/// a lease body (400 naming the field; a malformed percent-escape anywhere in it is a 400 too, as in
+/// every listing's query); then, without the upgrade, `426 runner.upgrade_required`.
 pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
     let pairs = sema_core::list::parse_query(sema_core::list::query_of(&req.inner().url()))?;
     let param = |name: &str| {

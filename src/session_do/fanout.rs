@@ -79,6 +79,9 @@ impl Sink for Channel {
         wake(&mut q.reader);
         true
     }
+    fn cut_off(&mut self) {
+        self.1.set(self.1.get() + 1);
+    }
     fn close(&mut self) {
         let q = &mut *self.0.borrow_mut();
         q.closed = true;
@@ -161,7 +164,9 @@ pub type Sub = Rc<RefCell<Stream>>;
 pub struct Hub {
     subs: RefCell<HashMap<String, Vec<Sub>>>,
     waiters: RefCell<HashMap<String, Vec<oneshot::Sender<()>>>>,
-    /// Streams ended because their reader fell [`QUEUE_MAX_BYTES`] behind, in this instance's life.
+    /// Streams ended because their reader fell too far behind (a live frame found its queue at
+    /// [`QUEUE_MAX_BYTES`], or its replay held back more than the core's replay bound), in this
+    /// instance's life.
     cut_off: Rc<Cell<u64>>,
 }
 

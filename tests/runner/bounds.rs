@@ -78,12 +78,7 @@ fn a_subscriber_that_never_reads_is_ended_and_a_resuming_reader_receives_everyth
     );
     // The object gave up after its 4 MiB queue: it says so itself. What reached this socket
     // besides sat in wrangler's proxy and the kernel's buffers, which grow with the machine's load
-    // (23 MB and 38 MB seen on busy machines), so the byte count says only "not everything".
-    assert!(
-        body.len() < 50 * 1024 * 1024,
-        "the stalled stream was sent {} bytes",
-        body.len()
-    );
+    // (23 MB and 38 MB seen on busy machines), so its byte count proves nothing either way.
     let stats = client()
         .with_role("operator")
         .get(&format!("/v1/admin/sessions/{session}"))

@@ -75,7 +75,7 @@ impl TokenTable {
             return Ok(Self::default());
         };
         let raw: HashMap<String, TokenEntry> =
-            crate::json::from_text(text).map_err(|e| format!("SEMA_TOKENS is not valid: {e}"))?;
+            serde_json::from_str(text).map_err(|e| format!("SEMA_TOKENS is not valid: {e}"))?;
         let mut entries = HashMap::with_capacity(raw.len());
         for (hash, entry) in raw {
             let hash = hash.to_ascii_lowercase();

@@ -327,7 +327,8 @@ pub enum RunnerFrame {
 }
 
 /// Parsed as an object with a `type` field, other fields ignored, as serde's internal tagging
-/// would, but streaming: the derived form buffers the frame first (and costs code size).
+/// would, without its derived form's buffered `Content` (code size; the dispatcher reads frames
+/// through `crate::json::from_text`).
 impl<'de> Deserialize<'de> for RunnerFrame {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]

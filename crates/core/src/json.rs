@@ -4,9 +4,12 @@
 //! the objects' protocols, their replies and the state they store, those copies were about 200 KB of
 //! the Worker's wasm (about a seventh of it). [`from_text`] parses the text into a
 //! `serde_json::Value` (one parser for the whole program) and reads `T` from that tree, whose
-//! per-type code is a fraction of the size. The detour builds one tree per read, which is small
-//! for what goes through it (a call, a reply, a stored state of a few hundred bytes); reads of many
-//! rows (D1's results) keep the direct parser.
+//! per-type code is a fraction of the size. The detour builds one tree per read: a few hundred bytes
+//! for most calls, replies and stored states; an append's or a finish's call can carry up to the
+//! 1 MiB body limit of event data, whose strings the tree holds once more before the call owns them.
+//! Reads of many rows (D1's results) keep the direct parser. Duplicate keys in an object are taken
+//! as the last one rather than refused, so a configuration that must be strict (the token table)
+//! keeps `serde_json::from_str`.
 
 use serde::de::DeserializeOwned;
 

@@ -16,6 +16,9 @@ use serde_json::Value;
 pub trait Sink {
     fn send(&mut self, frame: &str) -> bool;
     fn close(&mut self);
+    /// The stream is about to close because its reader fell too far behind while replaying (a
+    /// sink may count it; a refused `send` says the same of the live phase).
+    fn cut_off(&mut self) {}
 }
 
 /// Live frames one subscriber may hold back while its replay catches up, in bytes. Past it the
@@ -147,6 +150,7 @@ impl Subscriber {
         };
         let used: usize = buffer.iter().map(Held::bytes).sum();
         if used + held.bytes() > REPLAY_BUFFER_MAX_BYTES {
+            sink.cut_off();
             self.close(sink);
         } else {
             buffer.push(held);
@@ -318,6 +322,7 @@ mod tests {
         frames: Vec<String>,
         closed: bool,
         gone: bool,
+        cut_off: usize,
     }
 
     impl Sink for Wire {
@@ -331,6 +336,10 @@ mod tests {
         }
         fn close(&mut self) {
             self.closed = true;
+        }
+        fn cut_off(&mut self) {
+            assert!(!self.closed, "cut off after close");
+            self.cut_off += 1;
         }
     }
 
@@ -459,8 +468,12 @@ mod tests {
         s.on_live(1, &big, &mut w);
         s.on_live(2, &big, &mut w);
         assert!(!s.is_closed());
+        assert_eq!(w.cut_off, 0);
         s.on_live(3, "one more byte than it may hold", &mut w);
         assert!(s.is_closed() && w.closed);
+        assert_eq!(w.cut_off, 1, "the sink is told why it closes, once");
+        s.on_live(4, "after the close", &mut w);
+        assert_eq!(w.cut_off, 1);
         s.on_caught_up(&mut w);
         assert!(w.frames.is_empty(), "nothing is sent after the close");
     }
