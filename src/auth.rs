@@ -4,7 +4,7 @@
 use crate::failure::Failure;
 use sema_core::auth::{Auth, Principal};
 use std::{cell::RefCell, rc::Rc};
-use worker::{Env, Request};
+use worker::Env;
 
 thread_local! {
     /// The configuration as last read, with what it means: parsed once per isolate (and again only
@@ -50,8 +50,8 @@ fn auth(env: &Env) -> Rc<Auth> {
 }
 
 /// Resolves the caller of `req`.
-pub fn principal(req: &Request, env: &Env) -> Result<Principal, Failure> {
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+pub fn principal(req: &crate::http::Incoming, env: &Env) -> Result<Principal, Failure> {
+    let header = |name: &str| req.header(name);
     Ok(auth(env).resolve(
         header("authorization").as_deref(),
         header("x-sema-principal").as_deref(),

@@ -37,12 +37,17 @@ impl Cx {
 
     /// Arms the failpoint a call names in its [`failpoint::HEADER`] (honoured only when the
     /// deployment enables failpoints by header).
-    pub fn armed_by(mut self, req: &worker::Request) -> Self {
+    pub fn armed_by(self, req: &worker::Request) -> Self {
         if !failpoint::by_header(&self.env) {
             return self;
         }
         let name = req.headers().get(failpoint::HEADER).ok().flatten();
-        if name.is_some() {
+        self.armed_with(name)
+    }
+
+    /// Arms the failpoint an RPC call forwarded (as [`Cx::armed_by`], under the same rule).
+    pub fn armed_with(mut self, name: Option<String>) -> Self {
+        if name.is_some() && failpoint::by_header(&self.env) {
             self.fail = Armed::from_env(&self.env, name);
         }
         self

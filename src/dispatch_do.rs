@@ -29,7 +29,7 @@
 //! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold (a new
 //! object, or an overflowed backlog); afterwards notices keep it current.
 
-use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, platform};
+use crate::{cx::Cx, failure::Failure, platform};
 use futures_channel::oneshot;
 use sema_core::{
     dispatch::{
@@ -44,7 +44,7 @@ use std::{
     collections::{HashSet, VecDeque},
 };
 use worker::{
-    durable_object, DurableObject, Env, Headers, Request, Response, State, WebSocket,
+    durable_object, DurableObject, Env, Request, Response, State, WebSocket,
     WebSocketIncomingMessage, WebSocketPair,
 };
 
@@ -109,26 +109,14 @@ impl DurableObject for DispatchDo {
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+    /// Only a runner's WebSocket upgrade arrives as a request; every call comes by RPC
+    /// (`dispatch_call`).
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
         self.wake();
         if req.path() == "/connect" {
             return Ok(crate::http::error::respond(self.accept_socket(&req)));
         }
-        let cx = Cx::new(self.env.clone());
-        let reply = match crate::object_reply::call::<DispatchCall>(&mut req).await {
-            Ok(call) => self.dispatch(&cx, call).await,
-            Err(e) => Err(Failure::Infra(format!("dispatch call: {e}"))),
-        }
-        .unwrap_or_else(|f| match f {
-            Failure::Api(e) => DispatchReply::Refused(e),
-            Failure::Infra(cause) => DispatchReply::Failed { cause },
-        });
-        let body =
-            serde_json::to_string(&reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let headers = Headers::new();
-        let _ = headers.set("content-type", "application/json");
-        let _ = headers.set(METER_HEADER, &cx.meter.header());
-        Ok(Response::ok(body)?.with_headers(headers))
+        Response::error("the dispatcher takes calls by RPC", 404)
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -183,6 +171,33 @@ impl DurableObject for DispatchDo {
         self.wake();
         self.socket_gone(&ws);
         Ok(())
+    }
+}
+
+/// The RPC entry of every call (`sema_core::dispatch::RPC_METHOD`: the js_name below and the
+/// import in [`call`] are that constant's text): the call's JSON in, the reply framed with the
+/// meter line out. Every failure is a reply (`Refused`, `Failed`); the promise rejects only when
+/// the runtime fails the call (or the reply could not be written as JSON).
+#[wasm_bindgen::prelude::wasm_bindgen]
+impl DispatchDo {
+    #[wasm_bindgen(js_name = dispatchCall)]
+    pub async fn dispatch_call(
+        &self,
+        call: String,
+    ) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
+        self.wake();
+        let cx = Cx::new(self.env.clone());
+        let reply = match sema_core::json::from_text::<DispatchCall>(&call) {
+            Ok(call) => self.dispatch(&cx, call).await,
+            Err(e) => Err(Failure::Infra(format!("dispatch call: {e}"))),
+        }
+        .unwrap_or_else(|f| match f {
+            Failure::Api(e) => DispatchReply::Refused(e),
+            Failure::Infra(cause) => DispatchReply::Failed { cause },
+        });
+        let json = serde_json::to_string(&reply)
+            .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+        Ok(crate::object_reply::rpc_text(&cx.meter, &json))
     }
 }
 
@@ -665,19 +680,22 @@ pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchR
         .env
         .durable_object(dispatch::BINDING)?
         .get_by_name(&dispatch::object_name(queue))?;
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Post)
-        .with_body(Some(wasm_bindgen::JsValue::from_str(
-            &serde_json::to_string(call)?,
-        )));
-    let req = Request::new_with_init(dispatch::CALL_URL, &init)?;
-    let resp = stub.fetch_with_request(req).await?;
-    if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
-        cx.meter.add_header(&share);
-    }
-    Ok(sema_core::json::from_text(
-        &crate::object_reply::text(resp).await?,
-    )?)
+    let called = stub
+        .into_rpc::<DispatchRpc>()
+        .dispatch_call(&serde_json::to_string(call)?);
+    let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
+    Ok(sema_core::json::from_text(&reply)?)
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// A dispatcher's stub, seen through its RPC method (`DispatchDo::dispatch_call`).
+    type DispatchRpc;
+    #[wasm_bindgen(method, catch, js_name = dispatchCall)]
+    fn dispatch_call(
+        this: &DispatchRpc,
+        call: &str,
+    ) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
 }
 
 /// Tells the dispatcher of `queue` that `runs` became leasable; failures are logged (the cron's

@@ -41,7 +41,7 @@ mod store_backend;
 #[cfg(target_arch = "wasm32")]
 #[worker::event(fetch)]
 async fn fetch(
-    req: worker::Request,
+    req: worker::web_sys::Request,
     env: worker::Env,
     ctx: worker::Context,
 ) -> worker::Result<worker::Response> {

@@ -22,3 +22,33 @@ pub async fn text(resp: Response) -> worker::Result<String> {
 pub async fn call<T: serde::de::DeserializeOwned>(req: &mut Request) -> worker::Result<T> {
     Ok(sema_core::json::from_text(&req.text().await?)?)
 }
+
+/// What an object's RPC method answered (`sema_core::object_rpc`): its meter line is charged to
+/// `meter`, and the reply's JSON returned. `called` is the method's call: it throws when the stub
+/// cannot be called, and its promise rejects when the runtime failed the call.
+pub async fn rpc_answer(
+    meter: &crate::d1::Meter,
+    called: Result<js_sys::Promise, wasm_bindgen::JsValue>,
+) -> Result<String, crate::failure::Failure> {
+    use crate::failure::Failure;
+    let promise = called.map_err(worker::Error::from)?;
+    let text = JsFuture::from(promise)
+        .await
+        .map_err(worker::Error::from)?
+        .dyn_into::<js_sys::JsString>()
+        .map(String::from)
+        .map_err(|_| Failure::Infra("an object's RPC answer is not text".into()))?;
+    let Some((line, reply)) = sema_core::object_rpc::split(&text) else {
+        return Err(Failure::Infra(
+            "an object's RPC answer has no meter line".into(),
+        ));
+    };
+    // The object's D1 cost is part of the calling request's.
+    meter.add_header(line);
+    Ok(reply.to_owned())
+}
+
+/// The text an object's RPC method resolves to (`sema_core::object_rpc::answer`).
+pub fn rpc_text(meter: &crate::d1::Meter, reply_json: &str) -> wasm_bindgen::JsValue {
+    wasm_bindgen::JsValue::from_str(&sema_core::object_rpc::answer(&meter.header(), reply_json))
+}

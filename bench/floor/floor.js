@@ -35,6 +35,12 @@
 //                                      it (not awaited); with none ready, as /admit-dispatch
 //
 // The tables are made once per isolate (CREATE TABLE IF NOT EXISTS), before the first batch.
+//
+// Calls into an object travel as ours do: by RPC (`FloorDo.call`, `FloorQueue.call`: the part's
+// name and its arguments in, status and body out), except an event stream and a WebSocket upgrade,
+// which are `fetch`es (their responses carry the stream or the socket).
+
+import { DurableObject } from "cloudflare:workers";
 
 let tables = null;
 function ensureTables(db) {
@@ -86,9 +92,14 @@ const json = (body, status = 200) => new Response(JSON.stringify(body), { status
 const enc = new TextEncoder();
 
 const ok = () => new Response("{\"ok\":true}", { headers: { "content-type": "application/json" } });
+const OK = [200, "{\"ok\":true}"];
+/** The response of an RPC part's `[status, body]`. */
+const answer = ([status, body]) =>
+  status === 204 ? new Response(null, { status }) : new Response(body, { status, headers: { "content-type": "application/json" } });
 
-export class FloorDo {
+export class FloorDo extends DurableObject {
   constructor(state, env) {
+    super(state, env);
     this.state = state;
     this.env = env;
   }
@@ -108,65 +119,63 @@ export class FloorDo {
     await this.state.storage.setAlarm(Date.now() + 3_600_000, unconfirmed);
   }
 
-  async fetch(req) {
-    const url = new URL(req.url);
-    const id = url.searchParams.get("id");
-    switch (url.pathname) {
+  /** An event stream held by the object (the one part that is a `fetch`: its response streams). */
+  async fetch() {
+    const { readable, writable } = new TransformStream();
+    const writer = writable.getWriter();
+    (this.streams ??= new Set()).add(writer);
+    writer.write(enc.encode(": open\n\n"));
+    return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+  }
+
+  /** One part, by RPC: `[status, body]`. */
+  async call(part, id, q) {
+    switch (part) {
       case "/claim":
-        if (this.claim) return json({ error: "busy", errorCode: "session_busy" }, 409);
+        if (this.claim) return [409, JSON.stringify({ error: "busy", errorCode: "session_busy" })];
         this.claim = id;
         await this.admit(id);
-        return json({ taskId: id }, 202);
-      case "/sse": {
-        const { readable, writable } = new TransformStream();
-        const writer = writable.getWriter();
-        (this.streams ??= new Set()).add(writer);
-        writer.write(enc.encode(": open\n\n"));
-        return new Response(readable, { headers: { "content-type": "text/event-stream" } });
-      }
+        return [202, JSON.stringify({ taskId: id })];
       case "/append": {
         const seq = (this.seq = (this.seq ?? 0) + 1);
         await appendBatch(this.env.DB, id, seq);
         const frame = enc.encode(`id: ${seq}\ndata: {"type":"text_delta"}\n\n`);
         for (const w of this.streams ?? []) w.write(frame).catch(() => this.streams.delete(w));
-        return json({ seqs: [seq] });
+        return [200, JSON.stringify({ seqs: [seq] })];
       }
       case "/admit-dispatch":
       case "/admit-reserve": {
-        const queue = queueOf(this.env, url.searchParams.get("q"));
+        const queue = queueOf(this.env, q);
         // The design to weigh reserves a ready socket first, to write its lease with the run.
         let key = null;
-        if (url.pathname === "/admit-reserve") {
-          const r = await queue.fetch("https://floor/reserve", { method: "POST" });
-          if (r.status === 200) ({ key } = await r.json());
-        }
+        if (part === "/admit-reserve") key = await queue.call("/reserve");
         await this.admit(id, key);
         // Not awaited, as ours: the answer does not wait for the hand-over.
-        const next = key ? `deliver?key=${key}&id=${id}` : `offer?id=${id}`;
-        queue.fetch(`https://floor/${next}`, { method: "POST" }).catch(() => {});
-        return json({ taskId: id }, 202);
+        (key ? queue.call("/deliver", key, id) : queue.call("/offer", null, id)).catch(() => {});
+        return [202, JSON.stringify({ taskId: id })];
       }
       case "/do":
-        return ok();
+        return OK;
       case "/do-storage":
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
-        return ok();
+        return OK;
       case "/do-d1-storage":
-        await admitBatch(this.env.DB, url.searchParams.get("id"));
+        await admitBatch(this.env.DB, id);
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
-        return ok();
+        return OK;
       case "/do-d1-storage-alarm":
         await this.admit(id);
-        return ok();
+        return OK;
       default:
-        return new Response("no such part", { status: 404 });
+        return [404, "no such part"];
     }
   }
 }
 
 /** One task queue: waiting long-polls and ready sockets, served first come first served. */
-export class FloorQueue {
+export class FloorQueue extends DurableObject {
   constructor(state, env) {
+    super(state, env);
     this.state = state;
     this.env = env;
     this.polls = [];
@@ -181,45 +190,52 @@ export class FloorQueue {
         this.state.acceptWebSocket(pair[1]);
         return new Response(null, { status: 101, webSocket: pair[0] });
       }
-      case "/poll": {
-        const id = await new Promise((resolve) => {
+      case "/queue-waiting":
+        return json({ waiting: this.polls.length, sockets: this.ready.length });
+      default:
+        return new Response("no such part", { status: 404 });
+    }
+  }
+
+  /**
+   * One part, by RPC: a long-poll's wait (the offered run id, or null), a reservation (a socket's
+   * key, or null), a delivery to a reserved socket, an offer of a new run.
+   */
+  async call(part, key, id) {
+    switch (part) {
+      case "/poll":
+        return await new Promise((resolve) => {
           this.polls.push(resolve);
           setTimeout(() => resolve(null), 20_000);
         });
-        return id ? json({ taskId: id }) : new Response(null, { status: 204 });
-      }
-      case "/queue-waiting":
-        return json({ waiting: this.polls.length, sockets: this.ready.length });
       case "/reserve": {
         const ws = this.ready.shift();
-        if (!ws) return new Response(null, { status: 204 });
-        const key = `s${(this.nextKey = (this.nextKey ?? 0) + 1)}`;
-        (this.reserved ??= new Map()).set(key, ws);
-        return json({ key });
+        if (!ws) return null;
+        const k = `s${(this.nextKey = (this.nextKey ?? 0) + 1)}`;
+        (this.reserved ??= new Map()).set(k, ws);
+        return k;
       }
       case "/deliver": {
-        const key = url.searchParams.get("key");
         const ws = this.reserved?.get(key);
         this.reserved?.delete(key);
-        ws?.send(JSON.stringify({ type: "lease", taskId: url.searchParams.get("id"), leaseEpoch: 1 }));
-        return ok();
+        ws?.send(JSON.stringify({ type: "lease", taskId: id, leaseEpoch: 1 }));
+        return null;
       }
       case "/offer": {
-        const id = url.searchParams.get("id");
         const poll = this.polls.shift();
         if (poll) {
           poll(id);
-          return ok();
+          return null;
         }
         const ws = this.ready.shift();
         if (ws) {
           const lease = await leaseRun(this.env.DB, id, "floor-socket");
           if (lease) ws.send(JSON.stringify({ type: "lease", taskId: lease.id, leaseEpoch: lease.epoch }));
         }
-        return ok();
+        return null;
       }
       default:
-        return new Response("no such part", { status: 404 });
+        throw new Error("no such part");
     }
   }
 
@@ -255,9 +271,8 @@ export default {
     if (req.method !== "POST") return new Response("POST only", { status: 405 });
     if (url.pathname === "/poll") {
       if (!queue) return new Response("q= names the queue", { status: 400 });
-      const r = await queue.fetch("https://floor/poll", { method: "POST" });
-      if (r.status !== 200) return r;
-      const { taskId } = await r.json();
+      const taskId = await queue.call("/poll");
+      if (!taskId) return new Response(null, { status: 204 });
       const lease = await leaseRun(env.DB, taskId, "floor-poll");
       return lease ? json({ taskId: lease.id, leaseEpoch: lease.epoch }) : new Response(null, { status: 204 });
     }
@@ -268,6 +283,6 @@ export default {
     const name = url.searchParams.get("o");
     if (!name) return new Response("o= names the object", { status: 400 });
     const stub = env.FLOOR.get(env.FLOOR.idFromName(name));
-    return stub.fetch(new Request("https://floor" + url.pathname + url.search, { method: "POST" }));
+    return answer(await stub.call(url.pathname, url.searchParams.get("id"), q));
   },
 };

@@ -3,19 +3,20 @@
 //! chunks are read and dropped, up to [`DRAIN_MAX`], so the client reads a clean 413 rather than a
 //! connection torn mid-upload; a larger upload is answered without reading further).
 
+use super::incoming::Incoming;
 use crate::failure::Failure;
 use futures_util::StreamExt;
 use sema_core::{
     wire::{self, BODY_MAX},
     ApiError,
 };
-use worker::{wasm_bindgen_futures::JsFuture, Request};
+use worker::wasm_bindgen_futures::JsFuture;
 
 /// Reads and parses a JSON body: the generic value (for fingerprints) and the typed request.
 pub async fn json_body<T: serde::de::DeserializeOwned>(
-    req: &mut Request,
+    req: &Incoming,
 ) -> Result<(serde_json::Value, T), Failure> {
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let header = |name: &str| req.header(name);
     wire::require_json_content_type(header("content-type").as_deref())?;
     let declared = header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
     if declared.is_some_and(|len| len > BODY_MAX as u64) {
@@ -32,9 +33,9 @@ pub async fn json_body<T: serde::de::DeserializeOwned>(
 
 /// The whole body of a request whose declared length is within [`BODY_MAX`], read by the runtime in
 /// one call (a stream read costs one promise per chunk through Rust futures).
-async fn read_whole(req: &Request) -> Result<Vec<u8>, Failure> {
+async fn read_whole(req: &Incoming) -> Result<Vec<u8>, Failure> {
     let unreadable = || ApiError::invalid_request("request body could not be read");
-    let promise = req.inner().array_buffer().map_err(|_| unreadable())?;
+    let promise = req.raw().array_buffer().map_err(|_| unreadable())?;
     let buffer = JsFuture::from(promise).await.map_err(|_| unreadable())?;
     let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
     if bytes.len() > BODY_MAX {
@@ -48,9 +49,11 @@ const DRAIN_MAX: usize = 16 * 1024 * 1024;
 
 /// The body's bytes, refusing with 413 once more than [`BODY_MAX`] have arrived; nothing past the
 /// limit is kept.
-async fn read_capped(req: &mut Request) -> Result<Vec<u8>, Failure> {
+async fn read_capped(req: &Incoming) -> Result<Vec<u8>, Failure> {
     let unreadable = || ApiError::invalid_request("request body could not be read");
-    let Ok(mut stream) = req.stream() else {
+    // worker's byte stream over the body (a body without a declared length is the rare case).
+    let mut whole = worker::Request::from(Clone::clone(req.raw()));
+    let Ok(mut stream) = whole.stream() else {
         return Ok(Vec::new()); // no body at all: the JSON parse says what is missing
     };
     let mut bytes = Vec::new();

@@ -2,6 +2,7 @@
 //! Worker validates, resolves the session and checks ownership; the session's object serialises the
 //! park and the decision (compare-and-set in D1) with its claim and its live streams.
 
+use super::incoming::Incoming;
 use super::{
     body::json_body,
     error::json,
@@ -20,14 +21,14 @@ use sema_core::{
     wire::SubmitRunBody,
     ApiError,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 /// Most cards one page of `GET /v1/approvals` lists, and its default.
 const APPROVALS_PAGE_MAX: i64 = 100;
 const APPROVALS_PAGE_DEFAULT: i64 = 50;
 
 /// `POST /v1/runs/{id}/park`: the lease holder parks its run on a gate (fenced in the object).
-pub async fn park(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn park(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, ParkBody) = json_body(req).await?;
     let park = body.validate()?;
     let session = session_of(cx, task_id).await?;
@@ -80,7 +81,7 @@ async fn decide_scope(
 /// The three decide paths: validate the decision for the path, check ownership, and let the
 /// session's object resolve the gate (one winner among concurrent deciders).
 pub async fn decide(
-    req: &mut Request,
+    req: &Incoming,
     cx: &Cx,
     principal: &Principal,
     path: DecidePath,
@@ -105,7 +106,7 @@ pub async fn decide(
 /// `POST /v1/sessions/{id}/wake` `{objective, meta?}`: resolves the session's `task_done` gate (its
 /// run ends `completed`) and admits a new run in the session, as `POST /v1/runs` would.
 pub async fn wake(
-    req: &mut Request,
+    req: &Incoming,
     cx: &Cx,
     principal: &Principal,
     session_id: &SessionId,
@@ -150,10 +151,10 @@ fn resolution_id() -> Result<String, Failure> {
 
 /// `GET /v1/approvals?sessionId=&limit=&cursor=`: pending cards, oldest first; a client sees its
 /// own, an operator every principal's. Never a checkpoint id or token.
-pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.inner().url();
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+    let url = req.url();
     let (mut session, mut limit, mut cursor) = (None, APPROVALS_PAGE_DEFAULT, None);
-    for (k, v) in parse_query(sema_core::list::query_of(&url))? {
+    for (k, v) in parse_query(sema_core::list::query_of(url))? {
         match k.as_str() {
             "sessionId" => {
                 session = Some(SessionId::parse(&v).ok_or_else(|| {

@@ -4,6 +4,7 @@
 //! own events and the cron (`leader_driver.rs`). A leader run that is not the caller's is the same
 //! 404 as a missing one. The dispatcher has checked the role; `LEADER_ENABLED` is checked here.
 
+use super::incoming::Incoming;
 use super::{body::json_body, error::json};
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
 use sema_core::{
@@ -17,7 +18,7 @@ use sema_core::{
     store::{LeaderDriveStore, LeaderRunStore, LeaderView, NewChild, NewLeader},
     ApiError,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 fn enabled(cx: &Cx) -> Result<(), ApiError> {
     if config::leader_enabled(&cx.env) {
@@ -32,13 +33,9 @@ fn enabled(cx: &Cx) -> Result<(), ApiError> {
 /// `POST /v1/leader/runs`: 201 `created: true` with the new leader run; with an `Idempotency-Key`
 /// already bound to this same request, 200 `created: false` with the run it admitted, whatever its
 /// status (never a second fan-out); bound to another request, 422.
-pub async fn submit(
-    req: &mut Request,
-    cx: &Cx,
-    principal: &Principal,
-) -> Result<Response, Failure> {
+pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     enabled(cx)?;
-    let raw_key = req.headers().get("idempotency-key").ok().flatten();
+    let raw_key = req.header("idempotency-key");
     let (value, body): (_, SubmitLeaderBody) = json_body(req).await?;
     let submit = body.validate()?;
     let owner = principal.id.as_deref();
@@ -103,10 +100,10 @@ pub async fn get(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Response
 
 /// `GET /v1/leader/runs?status=&limit=&cursor=`: the caller's leader runs (operators: every one),
 /// newest first, keyset-paginated (`nextCursor`); records only: no children, no `result`.
-pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
     enabled(cx)?;
-    let url = req.inner().url();
-    let q = LeaderListQuery::parse(sema_core::list::query_of(&url))?;
+    let url = req.url();
+    let q = LeaderListQuery::parse(sema_core::list::query_of(url))?;
     let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?

@@ -6,6 +6,8 @@ mod body;
 mod console;
 pub mod error;
 mod gates;
+mod incoming;
+pub use incoming::Incoming;
 mod leaders;
 mod reply;
 mod runner;
@@ -19,11 +21,16 @@ use sema_core::{
     gate::DecidePath,
     route::{match_route, Access, Route},
 };
-use worker::{Env, Headers, Request, Response};
 
-pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Response {
-    let cx = Cx::for_request(env, context).armed_by(&req);
-    let resp = respond(dispatch(&mut req, &cx).await);
+use worker::{Env, Headers, Response};
+
+pub async fn handle(raw: worker::web_sys::Request, env: Env, context: worker::Context) -> Response {
+    let req = Incoming::new(raw);
+    let failpoint = crate::failpoint::by_header(&env)
+        .then(|| req.header(crate::failpoint::HEADER))
+        .flatten();
+    let cx = Cx::for_request(env, context).armed_with(failpoint);
+    let resp = respond(dispatch(&req, &cx).await);
     let meter = cx.meter.header();
     // A response built here takes the header as it is; one passed through from an object (a
     // session's stream, the dispatcher's WebSocket upgrade) has immutable headers (setting one
@@ -39,18 +46,16 @@ pub async fn handle(mut req: Request, env: Env, context: worker::Context) -> Res
     resp.with_headers(headers)
 }
 
-async fn dispatch(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
-    sema_core::headers::check_sizes(|name| req.headers().get(name).ok().flatten())?;
-    let method = req.inner().method();
-    let route = match_route(&method, &req.path())?;
+async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
+    sema_core::headers::check_sizes(|name| req.header(name))?;
+    let route = match_route(req.method(), req.path())?;
     if route.access() == Access::Public {
         return Ok(public(&route));
     }
     // The one request authenticated otherwise: a run's event stream opened with a stream ticket
     // (a browser's EventSource sends no Authorization header). Only this route, only with `ticket=`.
     if let Route::RunEvents(id) = &route {
-        let url = req.inner().url();
-        let query = sema_core::list::query_of(&url);
+        let query = sema_core::list::query_of(req.url());
         if let Some(ticket) = sema_core::stream_ticket::in_query(query)? {
             return stream_ticket::events(req, cx, id, ticket).await;
         }

@@ -5,6 +5,7 @@
 //! clause of each write, and a stale epoch or another runner answers `409 lease_lost` with nothing
 //! written (epoch 0 never holds a run: a lease makes it at least 1).
 
+use super::incoming::Incoming;
 use super::{body::json_body, error::json, reply};
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
@@ -16,14 +17,14 @@ use sema_core::{
     store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
 /// 204 after `waitMs` (`waitMs` 0: one indexed query, no wait). The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
 /// a run the moment one is admitted; this request then writes the lease (fenced compare-and-set) and
 /// tells the dispatcher after the response. A lost compare-and-set waits again for what is left of
 /// `waitMs`. Waiting costs no D1 query; a lease costs its one write.
-pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
+pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let r = body.validate()?;
     if r.wait_ms == 0 {
@@ -84,8 +85,8 @@ pub async fn lease(req: &mut Request, cx: &Cx) -> Result<Response, Failure> {
 /// lease itself and sends `{"type":"lease", ...the lease body}`. The query is validated first, like
 /// a lease body (400 naming the field; a malformed percent-escape anywhere in it is a 400 too, as in
 /// every listing's query); then, without the upgrade, `426 runner.upgrade_required`.
-pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
-    let pairs = sema_core::list::parse_query(sema_core::list::query_of(&req.inner().url()))?;
+pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
+    let pairs = sema_core::list::parse_query(sema_core::list::query_of(req.url()))?;
     let param = |name: &str| {
         pairs
             .iter()
@@ -99,7 +100,7 @@ pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
     }
     .validate()?;
     // After the query: a malformed request is a 400 whatever it upgrades to.
-    let upgrade = req.headers().get("upgrade").ok().flatten();
+    let upgrade = req.header("upgrade");
     if !upgrade.is_some_and(|u| u.eq_ignore_ascii_case("websocket")) {
         return Err(ApiError::new(
             sema_core::error::ErrorCode::UpgradeRequired,
@@ -111,7 +112,8 @@ pub async fn connect(req: &Request, cx: &Cx) -> Result<Response, Failure> {
     headers.set("upgrade", "websocket")?;
     let mut init = worker::RequestInit::new();
     init.with_method(worker::Method::Get).with_headers(headers);
-    let forward = Request::new_with_init(&dispatch::connect_url(&r.queue, &r.runner_id), &init)?;
+    let forward =
+        worker::Request::new_with_init(&dispatch::connect_url(&r.queue, &r.runner_id), &init)?;
     let stub = cx
         .env
         .durable_object(dispatch::BINDING)?
@@ -129,7 +131,7 @@ const LEASE_ROUNDS: usize = 8;
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
 /// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`
 /// says how many wait for the next one).
-pub async fn heartbeat(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn heartbeat(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, HeartbeatBody) = json_body(req).await?;
     let holder = body.validate()?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
@@ -190,7 +192,7 @@ pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Fail
 }
 
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
-pub async fn append(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
     let (holder, events) = body.validate()?;
     let session = session_of(cx, task_id).await?;
@@ -210,7 +212,7 @@ pub async fn append(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Resp
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
-pub async fn finish(req: &mut Request, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, FinishBody) = json_body(req).await?;
     let f = body.validate()?;
     let session = session_of(cx, task_id).await?;

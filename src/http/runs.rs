@@ -3,6 +3,7 @@
 //! Claim-changing work (admission, cancel-now) goes to the session's Durable Object as a typed call;
 //! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
+use super::incoming::Incoming;
 use super::{body::json_body, error::json, reply};
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
@@ -22,17 +23,13 @@ use sema_core::{
     wire::SubmitRunBody,
     ApiError,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
 
 /// `POST /v1/runs`.
-pub async fn submit(
-    req: &mut Request,
-    cx: &Cx,
-    principal: &Principal,
-) -> Result<Response, Failure> {
-    let raw_key = req.headers().get("idempotency-key").ok().flatten();
+pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+    let raw_key = req.header("idempotency-key");
     let (value, body): (_, SubmitRunBody) = json_body(req).await?;
     let submit = body.validate()?;
     let input = match admit_input(
@@ -143,9 +140,9 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
 }
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
-pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.inner().url();
-    let q = RunListQuery::parse(sema_core::list::query_of(&url))?;
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+    let url = req.url();
+    let q = RunListQuery::parse(sema_core::list::query_of(url))?;
     if let Some(session) = q.session_id.as_deref() {
         // A session's own listing shows the run its object answered but has not yet written.
         if config::admit_commit(&cx.env) == CommitPoint::Object {
@@ -214,7 +211,7 @@ pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<
 /// at most `limit` events and about 1 MiB of event data (a page ends after the event that reaches
 /// it); `nextAfter` is the anchor of the next page and `done` says the ledger is read to its end.
 pub async fn events(
-    req: &Request,
+    req: &Incoming,
     cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
@@ -226,16 +223,16 @@ pub async fn events(
 /// [`events`] of a run the caller may read; `ticketed`: the request came with a stream ticket
 /// (its `ticket` parameter is accepted, and it opens the SSE stream only).
 pub async fn events_of(
-    req: &Request,
+    req: &Incoming,
     cx: &Cx,
     run: RunRow,
     ticketed: bool,
 ) -> Result<Response, Failure> {
     let task_id = &run.task_id;
-    let url = req.inner().url();
+    let url = req.url();
     let mut after: Option<i64> = None;
     let mut limit: i64 = 500;
-    for (k, v) in sema_core::list::parse_query(sema_core::list::query_of(&url))? {
+    for (k, v) in sema_core::list::parse_query(sema_core::list::query_of(url))? {
         match k.as_str() {
             "after" => {
                 after = Some(sema_core::sse::parse_anchor(&v).ok_or_else(|| {
@@ -260,7 +257,7 @@ pub async fn events_of(
             }
         }
     }
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let header = |name: &str| req.header(name);
     // A malformed Last-Event-ID is refused whichever form is asked for (the JSON page does not use
     // it, but a caller sending one expects it to mean something); blank is absent.
     let last_seen = last_event_id(req)?;
@@ -316,14 +313,8 @@ pub async fn events_of(
 }
 
 /// The request's `Last-Event-ID` as a seq (absent or blank: `None`); anything else is a 400.
-fn last_event_id(req: &Request) -> Result<Option<i64>, Failure> {
-    let Some(raw) = req
-        .headers()
-        .get("last-event-id")
-        .ok()
-        .flatten()
-        .filter(|v| !v.trim().is_empty())
-    else {
+fn last_event_id(req: &Incoming) -> Result<Option<i64>, Failure> {
+    let Some(raw) = req.header("last-event-id").filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
     let seq = sema_core::sse::parse_anchor(&raw).ok_or_else(|| {
@@ -335,7 +326,7 @@ fn last_event_id(req: &Request) -> Result<Option<i64>, Failure> {
 /// `POST /v1/runs/{id}/steer`: the owner queues a message for the running turn (202); 409 if not
 /// running; an operator steering someone else's run is 403.
 pub async fn steer(
-    req: &mut Request,
+    req: &Incoming,
     cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
@@ -364,11 +355,11 @@ pub async fn steer(
 /// at or past the ended run's `done` frame's id it is `204 No Content`, as on `/v1/runs/{id}/events`.
 /// A malformed one is a 400 on every form.
 pub async fn submit_task(
-    req: &mut Request,
+    req: &Incoming,
     cx: &Cx,
     principal: &Principal,
 ) -> Result<Response, Failure> {
-    let raw_key = req.headers().get("idempotency-key").ok().flatten();
+    let raw_key = req.header("idempotency-key");
     // Checked on every form, before anything is admitted, though only a keyed replay reads it: a
     // malformed anchor is the caller's mistake whichever form it came with (found by the fuzz).
     let anchor = last_event_id(req)?;

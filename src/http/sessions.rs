@@ -3,6 +3,7 @@
 //! decided by the session's object (under its lock, so no submit slips between check and delete).
 //! A session that is not the caller's answers exactly like a missing one (404).
 
+use super::incoming::Incoming;
 use super::{error::json, runs::ask};
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
@@ -15,13 +16,13 @@ use sema_core::{
     store::{AdmissionStore, SessionStore},
     ApiError,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 /// `GET /v1/sessions?limit=&cursor=`: `{sessions: [face], nextCursor}`, most recently admitted into
 /// first.
-pub async fn list(req: &Request, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
-    let url = req.inner().url();
-    let q = SessionListQuery::parse(sema_core::list::query_of(&url))?;
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+    let url = req.url();
+    let q = SessionListQuery::parse(sema_core::list::query_of(url))?;
     let scope = ListScope::of(principal);
     let mut rows = cx
         .store()?

@@ -5,6 +5,7 @@
 //! the ticket stands for, and the stream opens as that principal's. Every failure before that — a
 //! missing run included — is the same 401, so a ticket-bearing caller learns nothing else.
 
+use super::incoming::Incoming;
 use super::{error::json, runs};
 use crate::{cx::Cx, failure::Failure, session_do::client};
 use sema_core::{
@@ -14,7 +15,7 @@ use sema_core::{
     store::RunReadStore,
     stream_ticket,
 };
-use worker::{Request, Response};
+use worker::Response;
 
 /// `POST /v1/runs/{id}/stream-ticket` → 200 `{ticket, expiresAt}` (another principal's run: 404).
 pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
@@ -37,7 +38,7 @@ pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<R
 
 /// `GET /v1/runs/{id}/events?ticket=…`: the stream (or 401), as the ticket's principal.
 pub async fn events(
-    req: &Request,
+    req: &Incoming,
     cx: &Cx,
     task_id: &TaskId,
     ticket: String,

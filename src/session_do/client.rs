@@ -5,8 +5,20 @@ use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use sema_core::session_protocol::{
     object_name, SessionCall, SessionReply, BINDING, CALL_URL, REPLY_HEADER,
 };
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{prelude::wasm_bindgen, JsValue};
 use worker::{Method, Request, RequestInit, Response};
+
+#[wasm_bindgen]
+extern "C" {
+    /// A session object's stub, seen through its RPC method (`SessionDo::session_call`).
+    type SessionRpc;
+    #[wasm_bindgen(method, catch, js_name = sessionCall)]
+    fn session_call(
+        this: &SessionRpc,
+        call: &str,
+        failpoint: &JsValue,
+    ) -> Result<js_sys::Promise, JsValue>;
+}
 
 /// What a session object answered.
 pub enum Answer {
@@ -15,13 +27,21 @@ pub enum Answer {
     Stream(Response),
 }
 
-/// Sends `call` to the object of `session_id`.
+/// Sends `call` to the object of `session_id`: by RPC unless it may open a stream.
 pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answer, Failure> {
     let stub = cx
         .env
         .durable_object(BINDING)?
         .get_by_name(object_name(session_id))?;
     let body = serde_json::to_string(call)?;
+    if !call.may_stream() {
+        let failpoint = cx.fail.forward().map_or(JsValue::NULL, JsValue::from_str);
+        let called = stub
+            .into_rpc::<SessionRpc>()
+            .session_call(&body, &failpoint);
+        let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
+        return Ok(Answer::Reply(sema_core::json::from_text(&reply)?));
+    }
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&body)));

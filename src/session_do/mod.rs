@@ -123,6 +123,36 @@ impl DurableObject for SessionDo {
     }
 }
 
+/// The RPC entry of calls that never stream (`sema_core::session_protocol::RPC_METHOD`: the
+/// js_name below and the Worker's import in `client.rs` are that constant's text). Same dispatch as `fetch`, without a request or a
+/// response on either side: the call's JSON in, [`rpc_reply`]'s text out. Every failure is a
+/// reply (`Failed`), as over `fetch`; the promise rejects only when the runtime fails the call
+/// (or the reply could not be written as JSON).
+#[wasm_bindgen::prelude::wasm_bindgen]
+impl SessionDo {
+    #[wasm_bindgen(js_name = sessionCall)]
+    pub async fn session_call(
+        &self,
+        call: String,
+        failpoint: Option<String>,
+    ) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
+        let cx = Cx::new(self.env.clone()).armed_with(failpoint);
+        let reply = match sema_core::json::from_text::<SessionCall>(&call) {
+            Ok(call) => match self.dispatch(&cx, call).await {
+                Ok(Outcome::Reply(reply)) => reply,
+                Ok(Outcome::Stream(_)) => {
+                    Failure::Infra("a streaming call arrived by RPC".into()).into_reply()
+                }
+                Err(f) => f.into_reply(),
+            },
+            Err(e) => Failure::Infra(format!("session object call: {e}")).into_reply(),
+        };
+        let json = serde_json::to_string(&reply)
+            .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+        Ok(crate::object_reply::rpc_text(&cx.meter, &json))
+    }
+}
+
 fn reply_response(reply: &SessionReply) -> worker::Result<Response> {
     let body = serde_json::to_string(reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
     let headers = Headers::new();

@@ -24,8 +24,9 @@ use std::collections::{BTreeSet, HashSet};
 
 /// The Worker's binding of the dispatcher object class.
 pub const BINDING: &str = "DISPATCH";
-/// The URL of a call.
-pub const CALL_URL: &str = "https://dispatch.internal/call";
+/// The dispatcher's RPC method: `(call) -> text`, the text framed by [`crate::object_rpc::answer`]
+/// (every call but a runner's WebSocket upgrade, which is a `fetch` to [`CONNECT_URL`]).
+pub const RPC_METHOD: &str = "dispatchCall";
 /// The URL a runner's WebSocket upgrade is forwarded to (`queue` and `runnerId` in its query).
 pub const CONNECT_URL: &str = "https://dispatch.internal/connect";
 /// The forwarded URL of a runner's WebSocket upgrade into `queue`'s dispatcher. Both are safe ids

@@ -18,6 +18,27 @@ pub fn query_of(url: &str) -> &str {
     url.split_once('?').map_or("", |(_, q)| q)
 }
 
+/// The path of a request URL as the runtime serialises it (WHATWG, a special scheme): from the first
+/// `/` after the host to the first `?` or `#` (within the path both are percent-encoded); `/` when
+/// the URL has no path, and the text itself (made absolute) when it has no scheme. Still
+/// percent-encoded, as the route table matches it.
+pub fn path_of(url: &str) -> &str {
+    let Some(host_at) = url.find("://").map(|i| i + 3) else {
+        return url
+            .split(['?', '#'])
+            .next()
+            .filter(|p| p.starts_with('/'))
+            .unwrap_or("/");
+    };
+    match url[host_at..].find('/') {
+        Some(i) => {
+            let path = &url[host_at + i..];
+            &path[..path.find(['?', '#']).unwrap_or(path.len())]
+        }
+        None => "/",
+    }
+}
+
 /// Splits and percent-decodes a query string (`+` is a space). Invalid escapes are refused.
 pub fn parse_query(query: &str) -> Result<Vec<(String, String)>, ApiError> {
     query
@@ -142,6 +163,19 @@ pub fn decode_cursor(cursor: &str) -> Result<(i64, String), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_path_runs_from_the_host_to_its_query_or_fragment() {
+        assert_eq!(path_of("https://h.example/v1/runs?limit=5"), "/v1/runs");
+        assert_eq!(
+            path_of("http://127.0.0.1:8787/v1/runs/a%3Fb#x"),
+            "/v1/runs/a%3Fb"
+        );
+        assert_eq!(path_of("https://h.example"), "/");
+        assert_eq!(path_of("https://h.example?q=1"), "/");
+        assert_eq!(path_of("https://h.example/"), "/");
+        assert_eq!(path_of("/v1/runs?x"), "/v1/runs");
+    }
 
     #[test]
     fn the_query_of_a_url_is_what_follows_the_first_question_mark_up_to_a_fragment() {

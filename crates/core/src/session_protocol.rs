@@ -8,6 +8,11 @@
 //! The only answers that leave the object as responses are streams (SSE): a `Subscribe`, or an
 //! `AdmitStream` that admitted (or met a conflict, which is the stream's one `done` frame).
 //!
+//! Transport: a call that may open a stream ([`SessionCall::may_stream`]) is sent as a `fetch` to
+//! [`CALL_URL`], its body the call; every other call goes by the object's RPC method [`RPC_METHOD`]
+//! (one string in, one string out: [`crate::object_rpc`]), which spares both sides building and
+//! reading a request and a response.
+//!
 //! [`SessionCall::lock`] is the object's lock policy, stated here so it is tested natively.
 
 pub use crate::admission::Admission;
@@ -29,6 +34,9 @@ pub const BINDING: &str = "SESSION";
 pub const CALL_URL: &str = "https://session.internal/call";
 /// Present on every JSON reply; a response without it is a stream the object opened.
 pub const REPLY_HEADER: &str = "x-session-reply";
+/// The object's RPC method for calls that never stream: `(call, failpoint) -> text`, the text
+/// framed by [`crate::object_rpc::answer`].
+pub const RPC_METHOD: &str = "sessionCall";
 
 /// The name of the object that serialises `session_id`: the session id itself. Session ids are safe
 /// ids (`[A-Za-z0-9_.-]{1,64}`), so the name needs no escaping and every Worker isolate derives the
@@ -198,6 +206,12 @@ impl SessionCall {
             Self::Admit(_) | Self::AdmitStream(_) | Self::AdmitWait { .. } => Lock::Admission,
             Self::Subscribe { .. } | Self::Wait { .. } => Lock::Free,
         }
+    }
+
+    /// Whether the object may answer with a stream (then the call travels as a `fetch`, whose
+    /// response can carry it); every other call is answered by a reply alone.
+    pub fn may_stream(&self) -> bool {
+        matches!(self, Self::AdmitStream(_) | Self::Subscribe { .. })
     }
 }
 
@@ -414,6 +428,22 @@ mod tests {
                 owner: None,
             },
         ]
+    }
+
+    #[test]
+    fn only_a_streamed_admission_and_a_subscription_travel_as_fetch() {
+        let streaming: Vec<String> = every_call()
+            .iter()
+            .filter(|c| c.may_stream())
+            .map(|c| {
+                format!("{c:?}")
+                    .split([' ', '('])
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(streaming, ["AdmitStream", "Subscribe"]);
     }
 
     #[test]
