@@ -50,7 +50,7 @@ fn auth(env: &Env) -> Rc<Auth> {
 }
 
 /// Resolves the caller of `req`.
-pub fn principal(req: &crate::http::Incoming, env: &Env) -> Result<Principal, Failure> {
+pub fn principal(req: &crate::incoming::Incoming, env: &Env) -> Result<Principal, Failure> {
     let header = |name: &str| req.header(name);
     Ok(auth(env).resolve(
         header("authorization").as_deref(),

@@ -3,7 +3,7 @@
 //! chunks are read and dropped, up to [`DRAIN_MAX`], so the client reads a clean 413 rather than a
 //! connection torn mid-upload; a larger upload is answered without reading further).
 
-use super::incoming::Incoming;
+use crate::incoming::Incoming;
 use crate::failure::Failure;
 use futures_util::StreamExt;
 use sema_core::{

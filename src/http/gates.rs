@@ -2,7 +2,7 @@
 //! Worker validates, resolves the session and checks ownership; the session's object serialises the
 //! park and the decision (compare-and-set in D1) with its claim and its live streams.
 
-use super::incoming::Incoming;
+use crate::incoming::Incoming;
 use super::{
     body::json_body,
     error::json,

@@ -6,8 +6,6 @@ mod body;
 mod console;
 pub mod error;
 mod gates;
-mod incoming;
-pub use incoming::Incoming;
 mod leaders;
 mod reply;
 mod runner;
@@ -15,7 +13,7 @@ mod runs;
 mod sessions;
 mod stream_ticket;
 
-use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
+use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, incoming::Incoming};
 use error::{json, respond};
 use sema_core::{
     gate::DecidePath,

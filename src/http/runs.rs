@@ -3,7 +3,7 @@
 //! Claim-changing work (admission, cancel-now) goes to the session's Durable Object as a typed call;
 //! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
-use super::incoming::Incoming;
+use crate::incoming::Incoming;
 use super::{body::json_body, error::json, reply};
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{

@@ -3,7 +3,7 @@
 //! decided by the session's object (under its lock, so no submit slips between check and delete).
 //! A session that is not the caller's answers exactly like a missing one (404).
 
-use super::incoming::Incoming;
+use crate::incoming::Incoming;
 use super::{error::json, runs::ask};
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{

@@ -5,7 +5,7 @@
 //! the ticket stands for, and the stream opens as that principal's. Every failure before that — a
 //! missing run included — is the same 401, so a ticket-bearing caller learns nothing else.
 
-use super::incoming::Incoming;
+use crate::incoming::Incoming;
 use super::{error::json, runs};
 use crate::{cx::Cx, failure::Failure, session_do::client};
 use sema_core::{
