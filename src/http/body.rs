@@ -3,8 +3,8 @@
 //! chunks are read and dropped, up to [`DRAIN_MAX`], so the client reads a clean 413 rather than a
 //! connection torn mid-upload; a larger upload is answered without reading further).
 
-use crate::incoming::Incoming;
 use crate::failure::Failure;
+use crate::incoming::Incoming;
 use futures_util::StreamExt;
 use sema_core::{
     wire::{self, BODY_MAX},

@@ -2,13 +2,13 @@
 //! Worker validates, resolves the session and checks ownership; the session's object serialises the
 //! park and the decision (compare-and-set in D1) with its claim and its live streams.
 
-use crate::incoming::Incoming;
 use super::{
     body::json_body,
     error::json,
     runner::session_of,
     runs::{admit_input, ask_then_drive, visible_run},
 };
+use crate::incoming::Incoming;
 use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     auth::Principal,

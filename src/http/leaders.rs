@@ -4,8 +4,8 @@
 //! own events and the cron (`leader_driver.rs`). A leader run that is not the caller's is the same
 //! 404 as a missing one. The dispatcher has checked the role; `LEADER_ENABLED` is checked here.
 
-use crate::incoming::Incoming;
 use super::{body::json_body, error::json};
+use crate::incoming::Incoming;
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
 use sema_core::{
     auth::Principal,

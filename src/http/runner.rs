@@ -5,8 +5,8 @@
 //! clause of each write, and a stale epoch or another runner answers `409 lease_lost` with nothing
 //! written (epoch 0 never holds a run: a lease makes it at least 1).
 
-use crate::incoming::Incoming;
 use super::{body::json_body, error::json, reply};
+use crate::incoming::Incoming;
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
     dispatch::{self, DispatchCall, DispatchReply},

@@ -3,8 +3,8 @@
 //! Claim-changing work (admission, cancel-now) goes to the session's Durable Object as a typed call;
 //! its reply is rendered by `reply.rs`. Reads go straight to D1. The dispatcher has checked the role.
 
-use crate::incoming::Incoming;
 use super::{body::json_body, error::json, reply};
+use crate::incoming::Incoming;
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
     admission::{AdmitInput, CommitPoint},

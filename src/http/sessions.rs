@@ -3,8 +3,8 @@
 //! decided by the session's object (under its lock, so no submit slips between check and delete).
 //! A session that is not the caller's answers exactly like a missing one (404).
 
-use crate::incoming::Incoming;
 use super::{error::json, runs::ask};
+use crate::incoming::Incoming;
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     auth::Principal,

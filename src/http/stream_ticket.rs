@@ -5,8 +5,8 @@
 //! the ticket stands for, and the stream opens as that principal's. Every failure before that — a
 //! missing run included — is the same 401, so a ticket-bearing caller learns nothing else.
 
-use crate::incoming::Incoming;
 use super::{error::json, runs};
+use crate::incoming::Incoming;
 use crate::{cx::Cx, failure::Failure, session_do::client};
 use sema_core::{
     auth::Principal,
