@@ -195,9 +195,7 @@ impl DispatchDo {
             Failure::Api(e) => DispatchReply::Refused(e),
             Failure::Infra(cause) => DispatchReply::Failed { cause },
         });
-        let json = serde_json::to_string(&reply)
-            .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
-        Ok(crate::object_reply::rpc_text(&cx.meter, &json))
+        crate::object_reply::rpc_reply(&cx.meter, &reply)
     }
 }
 

@@ -48,7 +48,15 @@ pub async fn rpc_answer(
     Ok(reply.to_owned())
 }
 
-/// The text an object's RPC method resolves to (`sema_core::object_rpc::answer`).
-pub fn rpc_text(meter: &crate::d1::Meter, reply_json: &str) -> wasm_bindgen::JsValue {
-    wasm_bindgen::JsValue::from_str(&sema_core::object_rpc::answer(&meter.header(), reply_json))
+/// What an object's RPC method resolves to for `reply` (`sema_core::object_rpc::answer`, with the
+/// object's meter line); it rejects only when the reply cannot be written as JSON.
+pub fn rpc_reply<R: serde::Serialize>(
+    meter: &crate::d1::Meter,
+    reply: &R,
+) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
+    let json = serde_json::to_string(reply)
+        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    Ok(wasm_bindgen::JsValue::from_str(
+        &sema_core::object_rpc::answer(&meter.header(), &json),
+    ))
 }

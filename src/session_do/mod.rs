@@ -124,10 +124,11 @@ impl DurableObject for SessionDo {
 }
 
 /// The RPC entry of calls that never stream (`sema_core::session_protocol::RPC_METHOD`: the
-/// js_name below and the Worker's import in `client.rs` are that constant's text). Same dispatch as `fetch`, without a request or a
-/// response on either side: the call's JSON in, [`rpc_reply`]'s text out. Every failure is a
-/// reply (`Failed`), as over `fetch`; the promise rejects only when the runtime fails the call
-/// (or the reply could not be written as JSON).
+/// js_name below and the Worker's import in `client.rs` are that constant's text). Same dispatch
+/// as `fetch`, without a request or a response on either side: the call's JSON in, the framed
+/// reply out (`object_reply::rpc_reply`). Every failure is a reply (`Failed`), as over `fetch`;
+/// the promise rejects only when the runtime fails the call (or the reply could not be written as
+/// JSON).
 #[wasm_bindgen::prelude::wasm_bindgen]
 impl SessionDo {
     #[wasm_bindgen(js_name = sessionCall)]
@@ -147,9 +148,7 @@ impl SessionDo {
             },
             Err(e) => Failure::Infra(format!("session object call: {e}")).into_reply(),
         };
-        let json = serde_json::to_string(&reply)
-            .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
-        Ok(crate::object_reply::rpc_text(&cx.meter, &json))
+        crate::object_reply::rpc_reply(&cx.meter, &reply)
     }
 }
 
