@@ -1,20 +1,22 @@
 //! `DispatchDo`: one Durable Object per task queue, holding the runners that wait for a run of it
-//! and the runs it knows to be leasable (`sema_core::dispatch`). When both exist it offers the
-//! oldest run to the longest-waiting runner at once; that runner's own request then writes the lease
-//! (the store's fenced compare-and-set, `lease_run`) and tells the object it tried (`Taken`, after
-//! its response). The object itself writes nothing to D1.
+//! and the runs it knows to be leasable (`sema_core::dispatch`). When both exist it gives the
+//! oldest run to the longest-waiting runner at once and writes the lease itself (the store's fenced
+//! compare-and-set, `lease_run`): a long-poll's wait is answered with the lease, a socket is pushed
+//! it. So a long-poll lease costs the runner's request no call after its wait, and the object knows
+//! every lease it wrote without being told.
 //!
 //! A runner that disconnects mid-wait: the runtime does not cancel a request whose client left
-//! while it awaits (measured with workerd), so its request may still win the lease. The object
+//! while it awaits (measured with workerd), so its wait may still be answered with a lease. The object
 //! follows every handout (`sema_core::dispatch::Offers`): an offer no request took up lapses after
 //! `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
 //! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
 //! offered again — on the object's alarm, not the reaper's next tick. The gone runner never ran
 //! anything of it; a live one acknowledges long before.
 //!
-//! Concurrency: the object runs one call at a time between awaits, and `serve` has no await at all,
-//! so offers are made in order: oldest run to longest-waiting runner. A lost compare-and-set in the
-//! runner's request (another path leased the run, or it ended) sends that request back to wait.
+//! Concurrency: the object runs one call at a time between awaits, and `serve` pairs waiters with
+//! runs without an await, so offers are made in order: oldest run to longest-waiting runner; the
+//! lease writes of a pass follow, together. A lost compare-and-set (another path leased the run, or
+//! it ended) puts that runner back first in line, a long-poll only while its wait has time left.
 //!
 //! WebSocket runners (`GET /v1/runner/connect`): the object holds each runner's socket with the
 //! hibernation API (`accept_web_socket`), so an idle connection holds no isolate. A runner sends
@@ -54,19 +56,38 @@ struct Waiter {
     want: Want,
 }
 
-/// How a waiting runner is served.
+/// How a waiting runner is served; the object writes the lease for either.
 enum Want {
-    /// A long-poll request: receives the task id offered to it, and leases it itself.
-    Poll(oneshot::Sender<String>),
-    /// A WebSocket: the object writes the lease and pushes it.
+    /// A long-poll request: its wait is answered with the lease.
+    Poll(Poll),
+    /// A WebSocket: the lease is pushed on it.
     Socket { ws: WebSocket, note: SocketNote },
 }
 
-/// A run given to a socket, whose lease the object writes.
+/// A long-poll's place in line.
+struct Poll {
+    runner_id: String,
+    /// Where its wait hears of its lease (dropped: nothing came, the wait answers 204).
+    tx: oneshot::Sender<PollLease>,
+    /// When its wait ends: a lost lease puts it back in line only before then.
+    until: i64,
+}
+
+/// A lease written for a long-poll: the lease body and the D1 cost of writing it (a meter line).
+struct PollLease {
+    body: String,
+    meter: String,
+}
+
+/// A run given to a waiting runner, whose lease the object writes.
 struct Push {
-    ws: WebSocket,
-    note: SocketNote,
+    to: PushTo,
     ready: Ready,
+}
+
+enum PushTo {
+    Poll { id: u64, poll: Poll },
+    Socket { ws: WebSocket, note: SocketNote },
 }
 
 #[durable_object]
@@ -204,12 +225,12 @@ impl DispatchDo {
         match call {
             DispatchCall::Wait {
                 queue,
-                runner_id: _,
+                runner_id,
                 wait_ms,
             } => {
                 self.learn(queue);
                 self.reclaim(cx).await;
-                self.wait(cx, wait_ms).await
+                self.wait(cx, runner_id, wait_ms).await
             }
             DispatchCall::Notify { queue, runs } => {
                 self.learn(queue);
@@ -219,19 +240,6 @@ impl DispatchDo {
                 let handed = self.serve(cx).await;
                 self.reclaim(cx).await;
                 Ok(DispatchReply::Noted { handed })
-            }
-            DispatchCall::Taken {
-                queue,
-                task_id,
-                lease,
-            } => {
-                self.learn(queue);
-                let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
-                self.offers
-                    .borrow_mut()
-                    .taken(&task_id, lease, platform::now_ms(), ack_ms);
-                self.arm().await;
-                Ok(DispatchReply::Settled)
             }
             DispatchCall::Stats => Ok(DispatchReply::Stats {
                 waiters: self.waiters.borrow().len(),
@@ -314,8 +322,13 @@ impl DispatchDo {
         }
     }
 
-    /// Registers the runner, serves, and waits for an offer or the end of `wait_ms`.
-    async fn wait(&self, cx: &Cx, wait_ms: u64) -> Result<DispatchReply, Failure> {
+    /// Registers the runner, serves, and waits for its lease or the end of `wait_ms`.
+    async fn wait(
+        &self,
+        cx: &Cx,
+        runner_id: String,
+        wait_ms: u64,
+    ) -> Result<DispatchReply, Failure> {
         if self.waiters.borrow().len() >= dispatch::MAX_WAITERS {
             return Err(ApiError::new(
                 ErrorCode::TooManyWaiting,
@@ -330,37 +343,49 @@ impl DispatchDo {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, mut rx) = oneshot::channel();
+        let until = platform::now_ms() + wait_ms as i64;
         self.waiters.borrow_mut().push_back(Waiter {
             id,
-            want: Want::Poll(tx),
+            want: Want::Poll(Poll {
+                runner_id,
+                tx,
+                until,
+            }),
         });
         if let Err(f) = self.refill_if_cold(cx).await {
             self.waiters.borrow_mut().retain(|w| w.id != id);
             return Err(f);
         }
         self.serve(cx).await;
-        if let Ok(Some(task_id)) = rx.try_recv() {
-            return Ok(DispatchReply::Offered { task_id });
+        if let Ok(Some(lease)) = rx.try_recv() {
+            return Ok(leased(lease));
         }
         let timeout = worker::Delay::from(std::time::Duration::from_millis(wait_ms));
-        match futures_util::future::select(rx, Box::pin(timeout)).await {
-            futures_util::future::Either::Left((Ok(task_id), _)) => {
-                Ok(DispatchReply::Offered { task_id })
+        let mut rx = match futures_util::future::select(rx, Box::pin(timeout)).await {
+            futures_util::future::Either::Left((got, _)) => {
+                // Dropped unanswered: a lost lease after the wait's end.
+                return Ok(got.map_or(DispatchReply::Empty, leased));
             }
-            futures_util::future::Either::Left((Err(_), _)) => Ok(DispatchReply::Empty),
-            futures_util::future::Either::Right((_, mut rx)) => {
-                // Offers are made without an await, so this waiter is either still queued or
-                // already holds its offer.
-                {
-                    let mut waiters = self.waiters.borrow_mut();
-                    if let Some(at) = waiters.iter().position(|w| w.id == id) {
-                        waiters.remove(at);
-                    }
+            futures_util::future::Either::Right((_, rx)) => rx,
+        };
+        // The wait is over. In line, it leaves with nothing. Out of line, its lease is being
+        // written (pairing has no await): that write's outcome is the answer, unless it was lost
+        // and put the runner back in line, which is looked at again every few milliseconds.
+        loop {
+            let queued = {
+                let mut waiters = self.waiters.borrow_mut();
+                let at = waiters.iter().position(|w| w.id == id);
+                at.and_then(|at| waiters.remove(at)).is_some()
+            };
+            if queued {
+                return Ok(DispatchReply::Empty);
+            }
+            let again = worker::Delay::from(std::time::Duration::from_millis(20));
+            match futures_util::future::select(rx, Box::pin(again)).await {
+                futures_util::future::Either::Left((got, _)) => {
+                    return Ok(got.map_or(DispatchReply::Empty, leased));
                 }
-                Ok(match rx.try_recv() {
-                    Ok(Some(task_id)) => DispatchReply::Offered { task_id },
-                    _ => DispatchReply::Empty,
-                })
+                futures_util::future::Either::Right((_, still)) => rx = still,
             }
         }
     }
@@ -393,9 +418,10 @@ impl DispatchDo {
     }
 
     /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
-    /// await between taking a waiter and a run, so offers never interleave. A socket's runs are
-    /// leased and pushed after each pass; a push that did not land (lost compare-and-set, socket
-    /// gone) gives its run or its socket back, and the next pass serves again.
+    /// await between taking a waiter and a run, so offers never interleave. The pass's leases are
+    /// written and handed over after it (answered to a long-poll, pushed on a socket); one that did
+    /// not land (lost compare-and-set, runner gone) gives its run or its runner back, and the next
+    /// pass serves again.
     async fn serve(&self, cx: &Cx) -> usize {
         let mut offered = 0;
         loop {
@@ -414,25 +440,29 @@ impl DispatchDo {
                     self.waiters.borrow_mut().push_front(waiter);
                     break;
                 };
-                match waiter.want {
-                    Want::Poll(tx) => {
-                        if tx.send(ready.task_id.clone()).is_err() {
+                let to = match waiter.want {
+                    Want::Poll(poll) => {
+                        if poll.tx.is_canceled() {
                             // That wait already ended: the run goes to the next runner.
                             self.backlog.borrow_mut().add([ready]);
                             continue;
+                        }
+                        PushTo::Poll {
+                            id: waiter.id,
+                            poll,
                         }
                     }
                     Want::Socket { ws, mut note } => {
                         note.ready = false;
                         let _ = keep_note(&ws, &note);
                         self.pushing.borrow_mut().insert(note.key.clone());
-                        pushes.push(Push {
-                            ws,
-                            note,
-                            ready: ready.clone(),
-                        });
+                        PushTo::Socket { ws, note }
                     }
-                }
+                };
+                pushes.push(Push {
+                    to,
+                    ready: ready.clone(),
+                });
                 self.offers.borrow_mut().offer(ready, now);
                 pass += 1;
             }
@@ -451,14 +481,14 @@ impl DispatchDo {
         }
     }
 
-    /// Writes the lease of a run given to a socket and pushes it; whether it landed (false: the
-    /// run or the socket went back in line).
+    /// Writes the lease of a run given to a waiting runner and hands it over; whether it landed
+    /// (false: the run or the runner went back in line).
     async fn push(&self, cx: &Cx, p: Push) -> bool {
-        let Push {
-            ws,
-            mut note,
-            ready,
-        } = p;
+        let Push { to, ready } = p;
+        let (ws, mut note) = match to {
+            PushTo::Poll { id, poll } => return self.answer_poll(id, poll, ready).await,
+            PushTo::Socket { ws, note } => (ws, note),
+        };
         let now = platform::now_ms();
         let task_id = ready.task_id.clone();
         let leased = match cx.store() {
@@ -512,6 +542,85 @@ impl DispatchDo {
                     lease.lease_epoch,
                     platform::now_ms(),
                 )
+                .await
+                .unwrap_or_else(|e| {
+                    worker::console_error!("dispatch release: {e:?}");
+                    false
+                }),
+            Err(e) => {
+                worker::console_error!("dispatch release: {e:?}");
+                false
+            }
+        };
+        if released {
+            self.backlog.borrow_mut().add([ready]);
+        }
+        false
+    }
+
+    /// Writes the lease of `ready` for a long-poll and answers its wait with it; whether it landed.
+    /// The write is charged to a meter of its own, which the answer carries to the runner's
+    /// request (whichever call's turn of the object made it). A wait that ended meanwhile has the
+    /// lease released (fenced, as for a socket that left) and the run served to the next runner.
+    async fn answer_poll(&self, id: u64, poll: Poll, ready: Ready) -> bool {
+        let Poll {
+            runner_id,
+            tx,
+            until,
+        } = poll;
+        let own = Cx::new(self.env.clone());
+        let now = platform::now_ms();
+        let task_id = ready.task_id.clone();
+        let leased = match own.store() {
+            Ok(store) => store
+                .lease_run(&task_id, &runner_id, now)
+                .await
+                .map_err(|e| format!("{e:?}")),
+            Err(e) => Err(format!("{e:?}")),
+        };
+        let lease = match leased {
+            Ok(Some(l)) => l,
+            lost => {
+                match lost {
+                    // Another path leased or ended the run: nothing to follow.
+                    Ok(_) => self.offers.borrow_mut().taken(&task_id, None, now, 0),
+                    // The offer stays open and lapses (the alarm gives the run back).
+                    Err(e) => worker::console_error!("dispatch: leasing {task_id} for a wait: {e}"),
+                }
+                // The runner waits on, first in line, while its wait has time left.
+                if platform::now_ms() < until && !tx.is_canceled() {
+                    self.waiters.borrow_mut().push_front(Waiter {
+                        id,
+                        want: Want::Poll(Poll {
+                            runner_id,
+                            tx,
+                            until,
+                        }),
+                    });
+                }
+                return false;
+            }
+        };
+        let answer = PollLease {
+            body: dispatch::lease_body(&lease),
+            meter: own.meter.header(),
+        };
+        if tx.send(answer).is_ok() {
+            let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+            self.offers.borrow_mut().taken(
+                &task_id,
+                Some((runner_id, lease.lease_epoch)),
+                now,
+                ack_ms,
+            );
+            self.arm().await;
+            return true;
+        }
+        // The wait ended while its lease was written: release it (fenced) and serve the next.
+        self.offers.borrow_mut().taken(&task_id, None, now, 0);
+        let released = match own.store() {
+            Ok(store) => store
+                .release_lease(&task_id, &runner_id, lease.lease_epoch, platform::now_ms())
                 .await
                 .unwrap_or_else(|e| {
                     worker::console_error!("dispatch release: {e:?}");
@@ -719,21 +828,6 @@ pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
     }
 }
 
-/// Tells the dispatcher of `queue` how the offer of `task_id` went: the lease this request won, or
-/// none (logged on failure: the offer then lapses and the run is offered again, where a lease write
-/// simply loses if it was taken).
-pub async fn settle(env: &Env, queue: &str, task_id: &str, lease: Option<(String, i64)>) {
-    let cx = Cx::new(env.clone());
-    let taken = DispatchCall::Taken {
-        queue: queue.to_owned(),
-        task_id: task_id.to_owned(),
-        lease,
-    };
-    if let Err(f) = call(&cx, queue, &taken).await {
-        worker::console_error!("dispatch: settling the offer of {task_id} failed: {f:?}");
-    }
-}
-
 /// [`announce`] for one run whose queue is read from its row (a run resumed after a decision).
 pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
     let cx = Cx::new(env.clone());
@@ -754,5 +848,13 @@ pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
         }
         Ok(None) => {}
         Err(e) => worker::console_error!("dispatch notice for {task_id}: {e:?}"),
+    }
+}
+
+/// The reply to a wait that got its lease.
+fn leased(lease: PollLease) -> DispatchReply {
+    DispatchReply::Leased {
+        body: lease.body,
+        meter: lease.meter,
     }
 }

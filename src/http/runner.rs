@@ -21,9 +21,9 @@ use worker::Response;
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
 /// 204 after `waitMs` (`waitMs` 0: one indexed query, no wait). The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
-/// a run the moment one is admitted; this request then writes the lease (fenced compare-and-set) and
-/// tells the dispatcher after the response. A lost compare-and-set waits again for what is left of
-/// `waitMs`. Waiting costs no D1 query; a lease costs its one write.
+/// a run the moment one is admitted and writes its lease (fenced compare-and-set), the answer to
+/// this request's wait. A lost compare-and-set waits again for what is left of `waitMs`. Waiting
+/// costs no D1 query; a lease costs its one write (charged to this request).
 pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let r = body.validate()?;
@@ -39,43 +39,26 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
             None => Response::empty()?.with_status(204),
         });
     }
-    let deadline = platform::now_ms() + r.wait_ms as i64;
-    // Bounded: each round either leases, ends the wait, or lost a run another path took.
-    for _ in 0..LEASE_ROUNDS {
-        let wait = DispatchCall::Wait {
-            queue: r.queue.clone(),
-            runner_id: r.runner_id.clone(),
-            wait_ms: (deadline - platform::now_ms()).max(0) as u64,
-        };
-        let task_id = match dispatch_do::call(cx, &r.queue, &wait).await? {
-            DispatchReply::Offered { task_id } => task_id,
-            DispatchReply::Empty => break,
-            DispatchReply::Refused(e) => return Err(e.into()),
-            DispatchReply::Failed { cause } => return Err(Failure::Infra(cause)),
-            other => {
-                return Err(Failure::Infra(format!(
-                    "unexpected dispatch reply {other:?}"
-                )))
-            }
-        };
-        let lease = cx
-            .store()?
-            .lease_run(&task_id, &r.runner_id, platform::now_ms())
-            .await?;
-        let won = lease.as_ref().map(|l| (r.runner_id.clone(), l.lease_epoch));
-        let (env, queue, taken) = (cx.env.clone(), r.queue.clone(), task_id.clone());
-        cx.after_response(async move {
-            dispatch_do::settle(&env, &queue, &taken, won).await;
-        })
-        .await;
-        if let Some(l) = lease {
-            return Ok(json(200, dispatch::lease_body(&l)));
+    // The dispatcher writes the lease for this request and answers its wait with it; a lost
+    // compare-and-set keeps the runner in line there, so one call covers the whole wait.
+    let wait = DispatchCall::Wait {
+        queue: r.queue.clone(),
+        runner_id: r.runner_id.clone(),
+        wait_ms: r.wait_ms,
+    };
+    match dispatch_do::call(cx, &r.queue, &wait).await? {
+        DispatchReply::Leased { body, meter } => {
+            // The lease's D1 write, made on this request's behalf.
+            cx.meter.add_header(&meter);
+            Ok(json(200, body))
         }
-        if platform::now_ms() >= deadline {
-            break;
-        }
+        DispatchReply::Empty => Ok(Response::empty()?.with_status(204)),
+        DispatchReply::Refused(e) => Err(e.into()),
+        DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),
+        other => Err(Failure::Infra(format!(
+            "unexpected dispatch reply {other:?}"
+        ))),
     }
-    Ok(Response::empty()?.with_status(204))
 }
 
 /// `GET /v1/runner/connect?queue=Q&runnerId=R` with `Upgrade: websocket`: the WebSocket on which
@@ -123,10 +106,6 @@ pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
 
 /// How many candidates a poll (`waitMs` 0) tries.
 const LEASE_CANDIDATES: i64 = 8;
-
-/// Offers one lease request may try before answering 204 (each lost offer was a run another path
-/// leased or ended first).
-const LEASE_ROUNDS: usize = 8;
 
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
 /// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`

@@ -4,12 +4,13 @@
 //! The dispatcher is a fast path, never the record: D1 holds every run and the lease stays a fenced
 //! compare-and-set on the run row. The dispatcher remembers which runs of its queue are leasable
 //! (told by whoever made them so: an admission, a decision that resumes a run, the cron's sweep),
-//! and which runners wait (oldest first). When both exist it offers the oldest run to the
-//! longest-waiting runner at once, and that runner's own request writes the lease. The runtime does
-//! not tell a waiting request that its client left, so a runner that disconnected mid-wait can be
-//! leased a run; the dispatcher follows every lease it caused ([`Offers`]) and releases one its
-//! runner has not acknowledged within the acknowledgement window, so the run goes to the next
-//! runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
+//! and which runners wait (oldest first). When both exist it gives the oldest run to the
+//! longest-waiting runner at once and writes that runner's lease itself, whether the runner waits
+//! in a long-poll (the lease is the reply to its wait) or on a WebSocket (the lease is pushed). The
+//! runtime does not tell a waiting request that its client left, so a runner that disconnected
+//! mid-wait can be leased a run; the dispatcher follows every lease it wrote ([`Offers`]) and
+//! releases one its runner has not acknowledged within the acknowledgement window, so the run goes
+//! to the next runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
 //! only while its memory is *cold* — just created (the object was evicted or restarted), or after
 //! its backlog overflowed — to learn the queue's backlog; a lost notice only delays a run until the
 //! cron's sweep announces it again.
@@ -42,8 +43,8 @@ pub const MAX_WAITERS: usize = 4096;
 /// Most leasable runs a dispatcher remembers; past it the oldest are kept and the memory is marked
 /// cold (D1 is asked again once the backlog drains).
 pub const BACKLOG_MAX: usize = 4096;
-/// How long an offered run waits for its runner's request to say it tried the lease; past it the run
-/// is offered again (the request died before it could lease).
+/// How long a run handed to a runner waits for its lease write to be settled; past it the run is
+/// offered again (the object was cut off before the write's result came back).
 pub const OFFER_TTL_MS: i64 = 2_000;
 /// How many leasable runs one cold refill reads from D1 (oldest first).
 pub const REFILL: i64 = 64;
@@ -76,13 +77,6 @@ pub enum DispatchCall {
     },
     /// These runs of `queue` became leasable.
     Notify { queue: String, runs: Vec<Ready> },
-    /// The runner's request that was offered `task_id` tried to lease it: lost (`lease: None`), or
-    /// won as `(runner_id, lease_epoch)` — then the dispatcher follows it until acknowledged.
-    Taken {
-        queue: String,
-        task_id: String,
-        lease: Option<(String, i64)>,
-    },
     /// What the dispatcher holds (diagnostics, tests).
     Stats,
 }
@@ -91,10 +85,13 @@ pub enum DispatchCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DispatchReply {
-    /// A run offered to this runner: its request leases it (the fenced compare-and-set) and says so
-    /// with [`DispatchCall::Taken`].
-    Offered {
-        task_id: String,
+    /// The lease the dispatcher wrote for this runner (the fenced compare-and-set), as the lease
+    /// route answers it ([`lease_body`]), and what writing it cost in D1 (a meter line,
+    /// `round-trips=N; statements=M`), which the runner's request is charged: the write was made
+    /// on its behalf, whichever call's turn of the dispatcher made it.
+    Leased {
+        body: String,
+        meter: String,
     },
     /// Nothing within the wait.
     Empty,
@@ -102,8 +99,6 @@ pub enum DispatchReply {
     Noted {
         handed: usize,
     },
-    /// A taken offer was settled.
-    Settled,
     Stats {
         waiters: usize,
         backlog: usize,
@@ -205,12 +200,12 @@ pub struct Handout {
     pub ready: Ready,
     /// When it is looked at again.
     pub due: i64,
-    /// Set once the runner's request leased it: `(runner_id, lease_epoch)`.
+    /// Set once the lease was written: `(runner_id, lease_epoch)`.
     pub lease: Option<(String, i64)>,
 }
 
 /// Runs offered to waiting runners, followed until the runner is known to hold them: an offer lapses
-/// after [`OFFER_TTL_MS`] unless the runner's request says it tried the lease; a lease its runner
+/// after [`OFFER_TTL_MS`] unless its lease write was settled ([`Offers::taken`]); a lease its runner
 /// has not acknowledged (first heartbeat or append) by its due time is released — fenced on that
 /// runner, that epoch and `lease_acked = 0` — and the run offered again. So a runner that left while
 /// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
@@ -237,8 +232,8 @@ impl Offers {
         });
     }
 
-    /// The runner's request tried the lease of `task_id` at `now`: lost (`None`), the run is not
-    /// ours to follow any more; won, it is followed until `now + ack_ms`.
+    /// The lease of `task_id` was tried at `now`: lost (`None`), the run is not ours to follow any
+    /// more; won, it is followed until `now + ack_ms`.
     pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
         match lease {
             None => self.open.retain(|h| h.ready.task_id != task_id),
@@ -510,8 +505,9 @@ mod tests {
             let text = serde_json::to_string(&call).unwrap();
             assert_eq!(crate::json::from_text::<DispatchCall>(&text).unwrap(), call);
         }
-        let reply = DispatchReply::Offered {
-            task_id: "t".into(),
+        let reply = DispatchReply::Leased {
+            body: "{\"taskId\":\"t\"}".into(),
+            meter: "round-trips=1; statements=3".into(),
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(
