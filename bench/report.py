@@ -189,12 +189,13 @@ def queues_section(by):
     out += [
         "Each scenario runs on its own queue (no stray runs of other scenarios reach its runners); workerd-direct. "
         "A runner with `waitMs` > 0 waits in the queue's dispatcher Durable Object, which offers it a run the moment one is "
-        "admitted; its own request then writes the lease. D1 round trips are read from each response's `x-sema-d1` header. "
+        "admitted and writes its lease, the answer to its wait. D1 round trips are read from each response's `x-sema-d1` header "
+        "(a long-poll's lease write is charged to the runner's request). "
         "For comparison, issue 13 measured the design this replaced (a waiting lease polling D1 on a timer) at 276 ms "
         "submit → lease p50 with a runner waiting and 24 D1 round trips per idle 10-second long-poll (about 144 per idle "
         "runner per minute); those two figures are quoted from the issue, not measured in this run.",
         "",
-        "**Submit → lease with one runner waiting** (long-poll: `waitMs` 20000, the runner's own request writes the lease; "
+        "**Submit → lease with one runner waiting** (long-poll: `waitMs` 20000, the dispatcher writes the lease and answers the wait with it; "
         "WebSocket: the runner said `ready`, the dispatcher writes the lease and pushes it; from sending the submit to the runner "
         "reading its lease; before each submit the admin route shows the runner waiting; the first round, a new dispatcher's "
         "first wait, is a warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once). Session *new*: each "

@@ -7,8 +7,8 @@
 //!
 //! A runner that disconnects mid-wait: the runtime does not cancel a request whose client left
 //! while it awaits (measured with workerd), so its wait may still be answered with a lease. The object
-//! follows every handout (`sema_core::dispatch::Offers`): an offer no request took up lapses after
-//! `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
+//! follows every handout (`sema_core::dispatch::Offers`): an offer whose lease write never settled
+//! lapses after `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
 //! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
 //! offered again — on the object's alarm, not the reaper's next tick. The gone runner never ran
 //! anything of it; a live one acknowledges long before.
@@ -44,6 +44,7 @@ use sema_core::{
 use std::{
     cell::{Cell, RefCell},
     collections::{HashSet, VecDeque},
+    rc::Rc,
 };
 use worker::{
     durable_object, DurableObject, Env, Request, Response, State, WebSocket,
@@ -67,16 +68,21 @@ enum Want {
 /// A long-poll's place in line.
 struct Poll {
     runner_id: String,
-    /// Where its wait hears of its lease (dropped: nothing came, the wait answers 204).
-    tx: oneshot::Sender<PollLease>,
-    /// When its wait ends: a lost lease puts it back in line only before then.
+    /// Where its wait hears of its lease body (dropped: nothing came, the wait answers 204).
+    tx: oneshot::Sender<String>,
+    /// When its wait ends: it is served, or put back in line after a lost lease, only before then.
     until: i64,
+    /// Its lease writes go through this, whichever call's turn of the object makes them; the wait
+    /// charges their D1 cost to its own call's meter, so the runner's request carries it.
+    own: Rc<Cx>,
 }
 
-/// A lease written for a long-poll: the lease body and the D1 cost of writing it (a meter line).
-struct PollLease {
-    body: String,
-    meter: String,
+/// What [`DispatchDo::serve`] did: runs offered, and whether its last pass did not land (runners
+/// and runs may still pair: the caller that stopped it early serves again, or has the alarm do it).
+#[derive(Default)]
+struct Served {
+    offered: usize,
+    unfinished: bool,
 }
 
 /// A run given to a waiting runner, whose lease the object writes.
@@ -143,8 +149,11 @@ impl DurableObject for DispatchDo {
     async fn alarm(&self) -> worker::Result<Response> {
         self.alarm_at.set(None);
         self.wake();
-        // Due handouts: lapsed offers and unacknowledged leases go back to the next runner.
-        self.reclaim(&Cx::new(self.env.clone())).await;
+        // Due handouts: lapsed offers and unacknowledged leases go back to the next runner; then
+        // whatever a wait's single pass left unserved (`wait`).
+        let cx = Cx::new(self.env.clone());
+        self.reclaim(&cx).await;
+        self.serve(&cx, usize::MAX).await;
         Response::empty()
     }
 
@@ -237,7 +246,7 @@ impl DispatchDo {
                 self.backlog.borrow_mut().add(runs);
                 // Served before the due handouts are taken back: a release is a D1 write, and
                 // the new run's runner should not wait for it (what comes back is served next).
-                let handed = self.serve(cx).await;
+                let handed = self.serve(cx, usize::MAX).await.offered;
                 self.reclaim(cx).await;
                 Ok(DispatchReply::Noted { handed })
             }
@@ -289,7 +298,7 @@ impl DispatchDo {
                     self.backlog.borrow_mut().add([h.ready]);
                 }
             }
-            self.serve(cx).await;
+            self.serve(cx, usize::MAX).await;
         }
         self.arm().await;
     }
@@ -302,6 +311,11 @@ impl DispatchDo {
         let Some(at) = self.offers.borrow().next_due() else {
             return;
         };
+        self.arm_at(at).await;
+    }
+
+    /// The alarm at `at`, unless one due no later is set (unconfirmed, as [`DispatchDo::arm`]).
+    async fn arm_at(&self, at: i64) {
         if self.alarm_at.get().is_some_and(|armed| armed <= at) {
             return;
         }
@@ -322,7 +336,8 @@ impl DispatchDo {
         }
     }
 
-    /// Registers the runner, serves, and waits for its lease or the end of `wait_ms`.
+    /// Registers the runner, serves, and waits for its lease or the end of `wait_ms`; the D1 cost
+    /// of its lease writes is charged to `cx` (the runner's request's call).
     async fn wait(
         &self,
         cx: &Cx,
@@ -342,30 +357,47 @@ impl DispatchDo {
         }
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        let (tx, mut rx) = oneshot::channel();
+        let (tx, rx) = oneshot::channel();
         let until = platform::now_ms() + wait_ms as i64;
+        let own = Rc::new(Cx::new(self.env.clone()));
         self.waiters.borrow_mut().push_back(Waiter {
             id,
             want: Want::Poll(Poll {
                 runner_id,
                 tx,
                 until,
+                own: own.clone(),
             }),
         });
+        let reply = self.wait_for_lease(cx, id, rx, until).await;
+        cx.meter.add_header(&own.meter.header());
+        reply
+    }
+
+    async fn wait_for_lease(
+        &self,
+        cx: &Cx,
+        id: u64,
+        mut rx: oneshot::Receiver<String>,
+        until: i64,
+    ) -> Result<DispatchReply, Failure> {
         if let Err(f) = self.refill_if_cold(cx).await {
             self.waiters.borrow_mut().retain(|w| w.id != id);
             return Err(f);
         }
-        self.serve(cx).await;
-        if let Ok(Some(lease)) = rx.try_recv() {
-            return Ok(leased(lease));
+        // One pass: this wait answers as soon as its own lease is written, not after other
+        // runners' retries; a pass that left runners and runs unpaired hands the rest to the
+        // alarm, at once.
+        if self.serve(cx, 1).await.unfinished {
+            self.arm_at(platform::now_ms()).await;
         }
-        let timeout = worker::Delay::from(std::time::Duration::from_millis(wait_ms));
+        if let Ok(Some(body)) = rx.try_recv() {
+            return Ok(DispatchReply::Leased { body });
+        }
+        let left = (until - platform::now_ms()).max(0) as u64;
+        let timeout = worker::Delay::from(std::time::Duration::from_millis(left));
         let mut rx = match futures_util::future::select(rx, Box::pin(timeout)).await {
-            futures_util::future::Either::Left((got, _)) => {
-                // Dropped unanswered: a lost lease after the wait's end.
-                return Ok(got.map_or(DispatchReply::Empty, leased));
-            }
+            futures_util::future::Either::Left((got, _)) => return Ok(leased(got)),
             futures_util::future::Either::Right((_, rx)) => rx,
         };
         // The wait is over. In line, it leaves with nothing. Out of line, its lease is being
@@ -382,9 +414,7 @@ impl DispatchDo {
             }
             let again = worker::Delay::from(std::time::Duration::from_millis(20));
             match futures_util::future::select(rx, Box::pin(again)).await {
-                futures_util::future::Either::Left((got, _)) => {
-                    return Ok(got.map_or(DispatchReply::Empty, leased));
-                }
+                futures_util::future::Either::Left((got, _)) => return Ok(leased(got)),
                 futures_util::future::Either::Right((_, still)) => rx = still,
             }
         }
@@ -417,17 +447,17 @@ impl DispatchDo {
         Ok(())
     }
 
-    /// Offers the oldest leasable runs to the longest-waiting runners; how many it offered. No
-    /// await between taking a waiter and a run, so offers never interleave. The pass's leases are
-    /// written and handed over after it (answered to a long-poll, pushed on a socket); one that did
-    /// not land (lost compare-and-set, runner gone) gives its run or its runner back, and the next
-    /// pass serves again.
-    async fn serve(&self, cx: &Cx) -> usize {
-        let mut offered = 0;
-        loop {
+    /// Offers the oldest leasable runs to the longest-waiting runners. No await between taking a
+    /// waiter and a run, so offers never interleave. The pass's leases are written and handed
+    /// over after it (answered to a long-poll, pushed on a socket); one that did not land (lost
+    /// compare-and-set, runner gone) gives its run or its runner back, and the next pass serves
+    /// again, up to `passes` passes.
+    async fn serve(&self, cx: &Cx, passes: usize) -> Served {
+        let mut served = Served::default();
+        for _ in 0..passes {
             if self.refilling.get() {
                 // The read in flight may bring older runs; its completion serves.
-                return offered;
+                return served;
             }
             let now = platform::now_ms();
             let mut pushes = Vec::new();
@@ -442,8 +472,9 @@ impl DispatchDo {
                 };
                 let to = match waiter.want {
                     Want::Poll(poll) => {
-                        if poll.tx.is_canceled() {
-                            // That wait already ended: the run goes to the next runner.
+                        if poll.tx.is_canceled() || now >= poll.until {
+                            // That wait ended (dropping it answers it 204): the run goes to
+                            // the next runner.
                             self.backlog.borrow_mut().add([ready]);
                             continue;
                         }
@@ -466,19 +497,22 @@ impl DispatchDo {
                 self.offers.borrow_mut().offer(ready, now);
                 pass += 1;
             }
-            offered += pass;
+            served.offered += pass;
+            served.unfinished = false;
             if pushes.is_empty() {
                 // After the offers, so no write of this pass comes before a runner's answer.
                 self.arm().await;
-                return offered;
+                return served;
             }
             let landed =
                 futures_util::future::join_all(pushes.into_iter().map(|p| self.push(cx, p))).await;
             self.arm().await;
             if landed.iter().all(|l| *l) {
-                return offered;
+                return served;
             }
+            served.unfinished = true;
         }
+        served
     }
 
     /// Writes the lease of a run given to a waiting runner and hands it over; whether it landed
@@ -559,16 +593,17 @@ impl DispatchDo {
     }
 
     /// Writes the lease of `ready` for a long-poll and answers its wait with it; whether it landed.
-    /// The write is charged to a meter of its own, which the answer carries to the runner's
-    /// request (whichever call's turn of the object made it). A wait that ended meanwhile has the
-    /// lease released (fenced, as for a socket that left) and the run served to the next runner.
+    /// The write goes through the wait's own `Cx`, whose cost the wait charges to the runner's
+    /// request. A wait dropped meanwhile (a wait past its end keeps listening for a write in
+    /// flight, so only a call the runtime cut off) has the lease released, fenced as for a socket
+    /// that left, and the run served to the next runner.
     async fn answer_poll(&self, id: u64, poll: Poll, ready: Ready) -> bool {
         let Poll {
             runner_id,
             tx,
             until,
+            own,
         } = poll;
-        let own = Cx::new(self.env.clone());
         let now = platform::now_ms();
         let task_id = ready.task_id.clone();
         let leased = match own.store() {
@@ -595,17 +630,14 @@ impl DispatchDo {
                             runner_id,
                             tx,
                             until,
+                            own,
                         }),
                     });
                 }
                 return false;
             }
         };
-        let answer = PollLease {
-            body: dispatch::lease_body(&lease),
-            meter: own.meter.header(),
-        };
-        if tx.send(answer).is_ok() {
+        if tx.send(dispatch::lease_body(&lease)).is_ok() {
             let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
             self.offers.borrow_mut().taken(
                 &task_id,
@@ -750,7 +782,7 @@ impl DispatchDo {
             // The socket stays in line; the next notice or ready serves it.
             worker::console_error!("dispatch refill: {f:?}");
         }
-        self.serve(&cx).await;
+        self.serve(&cx, usize::MAX).await;
         self.reclaim(&cx).await;
     }
 
@@ -851,10 +883,8 @@ pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
     }
 }
 
-/// The reply to a wait that got its lease.
-fn leased(lease: PollLease) -> DispatchReply {
-    DispatchReply::Leased {
-        body: lease.body,
-        meter: lease.meter,
-    }
+/// The reply to a wait whose lease write settled: its lease, or nothing (the write lost after the
+/// wait's end, or the object dropped the wait).
+fn leased(got: Result<String, oneshot::Canceled>) -> DispatchReply {
+    got.map_or(DispatchReply::Empty, |body| DispatchReply::Leased { body })
 }

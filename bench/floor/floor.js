@@ -21,13 +21,13 @@
 //                                      batch), then writes it to every stream it holds, and answers
 //   GET  /queue-connect?q=Q            a WebSocket held by the queue object (hibernation API); a
 //                                      `ready` text is answered `waiting` once the socket is in line
-//   POST /poll?q=Q                     a long-poll: waits in the queue object for an offered run id,
-//                                      then writes the lease itself (one D1 conditional update)
+//   POST /poll?q=Q                     a long-poll: waits in the queue object, which writes its lease
+//                                      (one D1 conditional update) and answers the wait with it
 //   GET  /queue-waiting?q=Q            how many long-polls the queue object holds
 //   POST /admit-dispatch?o=NAME&id=K&q=Q   an admission (D1 batch + storage + alarm) that then tells
-//                                      the queue object without waiting for it: the object hands the
-//                                      run to a waiting long-poll, or writes the lease for a ready
-//                                      socket and pushes it
+//                                      the queue object without waiting for it: the object writes
+//                                      the lease for a waiting long-poll (its answer) or for a ready
+//                                      socket (pushed on it)
 //   POST /admit-reserve?o=NAME&id=K&q=Q    a design to weigh (not ours): the session object first asks
 //                                      the queue object for a ready socket; if one is reserved, the
 //                                      admission's one D1 batch also writes the lease (the run row is
@@ -198,7 +198,7 @@ export class FloorQueue extends DurableObject {
   }
 
   /**
-   * One part, by RPC: a long-poll's wait (the offered run id, or null), a reservation (a socket's
+   * One part, by RPC: a long-poll's wait (the lease written for it, or null), a reservation (a socket's
    * key, or null), a delivery to a reserved socket, an offer of a new run.
    */
   async call(part, key, id) {
@@ -224,7 +224,8 @@ export class FloorQueue extends DurableObject {
       case "/offer": {
         const poll = this.polls.shift();
         if (poll) {
-          poll(id);
+          // As ours: the queue object writes a long-poll's lease and answers its wait with it.
+          poll(await leaseRun(this.env.DB, id, "floor-poll"));
           return null;
         }
         const ws = this.ready.shift();
@@ -271,9 +272,7 @@ export default {
     if (req.method !== "POST") return new Response("POST only", { status: 405 });
     if (url.pathname === "/poll") {
       if (!queue) return new Response("q= names the queue", { status: 400 });
-      const taskId = await queue.call("/poll");
-      if (!taskId) return new Response(null, { status: 204 });
-      const lease = await leaseRun(env.DB, taskId, "floor-poll");
+      const lease = await queue.call("/poll");
       return lease ? json({ taskId: lease.id, leaseEpoch: lease.epoch }) : new Response(null, { status: 204 });
     }
     if (url.pathname === "/d1") {

@@ -8,8 +8,8 @@
 //! - `floor-append`: one event appended per call to an object holding one event stream; from
 //!   sending the append to reading its `id:` line on the stream;
 //! - `floor-dispatch`: submit → lease with one runner waiting in the queue object, over a
-//!   WebSocket (the object writes the lease and pushes it) and a long-poll (the runner's request
-//!   writes the lease), into a new session object each time and into one warm one. First round:
+//!   WebSocket (the object writes the lease and pushes it) and a long-poll (the object writes the
+//!   lease and answers the wait with it), into a new session object each time and into one warm one. First round:
 //!   warm-up, apart. Then, over the WebSocket, a design to weigh (`ws-reserved`): the session
 //!   object reserves the waiting socket first and writes the lease in the admission's own batch.
 

@@ -47,11 +47,8 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
         wait_ms: r.wait_ms,
     };
     match dispatch_do::call(cx, &r.queue, &wait).await? {
-        DispatchReply::Leased { body, meter } => {
-            // The lease's D1 write, made on this request's behalf.
-            cx.meter.add_header(&meter);
-            Ok(json(200, body))
-        }
+        // The lease's D1 cost, written on this request's behalf, is in the reply's meter line.
+        DispatchReply::Leased { body } => Ok(json(200, body)),
         DispatchReply::Empty => Ok(Response::empty()?.with_status(204)),
         DispatchReply::Refused(e) => Err(e.into()),
         DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),

@@ -414,7 +414,7 @@ fn a_runner_that_left_mid_wait_loses_its_run_to_the_next_waiting_runner_within_t
     let l = r.json();
     assert_eq!(task_of(&l), task);
     // Released on the dispatcher's alarm at the end of the acknowledgement window (up to 2 s more
-    // when the gone runner's offer had to lapse first), then offered at once.
+    // when an offer had to lapse first), then offered at once.
     let within = HEAL_ACK + Duration::from_secs(2) + PROMPTLY;
     assert!(
         at - admitted_at < within,
@@ -422,11 +422,12 @@ fn a_runner_that_left_mid_wait_loses_its_run_to_the_next_waiting_runner_within_t
         at - admitted_at
     );
     let epoch = l["leaseEpoch"].as_i64().unwrap();
-    // The runtime kept the gone runner's request: it leased first (epoch 1) and was released.
+    // The runtime kept the gone runner's wait: the dispatcher leased the run to it first (epoch 1),
+    // and released it.
     println!(
-        "the gone runner's request {} (the waiting runner leased epoch {epoch})",
+        "the gone runner's wait {} (the waiting runner leased epoch {epoch})",
         if epoch > 1 {
-            "leased the run first and lost it"
+            "was leased the run first and lost it"
         } else {
             "ended before it was offered the run"
         }

@@ -86,12 +86,9 @@ pub enum DispatchCall {
 #[serde(rename_all = "snake_case")]
 pub enum DispatchReply {
     /// The lease the dispatcher wrote for this runner (the fenced compare-and-set), as the lease
-    /// route answers it ([`lease_body`]), and what writing it cost in D1 (a meter line,
-    /// `round-trips=N; statements=M`), which the runner's request is charged: the write was made
-    /// on its behalf, whichever call's turn of the dispatcher made it.
+    /// route answers it ([`lease_body`]); its D1 cost is in the reply's meter line.
     Leased {
         body: String,
-        meter: String,
     },
     /// Nothing within the wait.
     Empty,
@@ -246,7 +243,7 @@ impl Offers {
         }
     }
 
-    /// The handouts due at `now`, removed: an offer no request took up goes back to the backlog; a
+    /// The handouts due at `now`, removed: an offer whose lease write never settled goes back to the backlog; a
     /// lease is released if still unacknowledged (then its run goes back too).
     pub fn due(&mut self, now: i64) -> Vec<Handout> {
         let (due, open): (Vec<_>, Vec<_>) = self.open.drain(..).partition(|h| h.due <= now);
@@ -507,7 +504,6 @@ mod tests {
         }
         let reply = DispatchReply::Leased {
             body: "{\"taskId\":\"t\"}".into(),
-            meter: "round-trips=1; statements=3".into(),
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(
