@@ -348,7 +348,7 @@ def paths_beside_floor(by):
             paths.append((f"submit → lease, {transport}, {session} session", direct(ours_scen, session=session), fl,
                           f"admission {FLOOR_ADMISSION}, the queue object told without waiting; "
                           + ("it writes the lease (one conditional update) and pushes it on the socket" if transport == "WebSocket"
-                             else "it hands the run id to the waiting request, which writes the lease")))
+                             else "it writes the lease (one conditional update) and answers the waiting request with it")))
     rows = []
     for name, ours, fl, parts in paths:
         if not (ours and fl):
