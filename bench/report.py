@@ -68,7 +68,7 @@ def findings(by, ceil):
         f"session up in D1 ({cost.get('event batch (100 events; first call for the run in this isolate)', {}).get('d1_round_trips')} round trips); "
         f"later calls hit an isolate-local memo (a run's session never changes), so an append costs "
         f"{cost.get('event batch (1 event; later call)', {}).get('d1_round_trips')} round trip. Finish costs "
-        f"{cost.get('finish', {}).get('d1_round_trips')}: it also reads the run back for its answer, a round trip that could go.",
+        f"{cost.get('finish', {}).get('d1_round_trips')}: its batch reads the finished run back for its answer, in the same round trip.",
         "- **Live delivery is cheap:** an appended event reaches an SSE client in single-digit milliseconds at p50, and 100 "
         "subscribers on one run all receive every event (fan-out happens inside the session object, no D1 polling).",
         "- wrangler dev's reload proxy and per-request logging cost roughly a third of the trivial route's throughput "

@@ -76,7 +76,8 @@ impl SessionDo {
         f: WireFinish,
     ) -> Result<SessionReply, Failure> {
         let store = cx.store()?;
-        let done_seq = store
+        // The finished run comes back from the finish's own batch: its answer costs no read.
+        let run = store
             .finish_run(&Finish {
                 task_id,
                 lease_epoch: f.holder.lease_epoch,
@@ -93,14 +94,10 @@ impl SessionDo {
         cx.fail.hit("finish.after_d1").await;
         self.forget_claim_of(task_id).await?;
         let done = Done {
-            seq: done_seq,
+            seq: run.last_seq,
             result: serde_json::from_str(&f.done_json).unwrap_or_default(),
         };
         self.hub.publish_done(task_id, &done);
-        let run = store
-            .get_run(task_id)
-            .await?
-            .ok_or_else(|| Failure::Infra("finished run vanished".into()))?;
         Ok(SessionReply::Finished(run))
     }
 

@@ -422,9 +422,10 @@ pub trait LedgerStore {
     /// acknowledges the lease. A duplicate `event_id` refuses the whole batch
     /// (`DbError::Duplicate { table: "run_event" }`). No events: `Seqs([])` without a query.
     async fn append_events(&self, a: &Append<'_>) -> Result<Appended>;
-    /// The runner's terminal write with its `done` event, fenced by epoch and holder; the done
-    /// event's seq, or `None` = lease lost (nothing written).
-    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>>;
+    /// The runner's terminal write with its `done` event, fenced by epoch and holder, one round
+    /// trip: the run as the write left it (its `last_seq` is the `done` event's seq), or `None` =
+    /// lease lost (nothing written).
+    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<RunRow>>;
     /// Fails a running run only if its lease and evidence of life are still those of `g.snapshot`
     /// (`lease_epoch`, `heartbeat_at`, `held_by` NULL-safe), and releases its claim, one batch. True
     /// when this call failed it; false (nothing written) when anything changed since the snapshot.
@@ -1039,13 +1040,13 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
         Ok(Appended::Seqs((last - n + 1..=last).collect()))
     }
 
-    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<i64>> {
+    async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<RunRow>> {
         if f.lease_epoch < 1 {
             return Ok(None);
         }
         let out = self.exec.batch(&runner_sql::finish(self.d(), f)).await?;
         won(&out, runner_sql::FINISH_WRITE, None, "finished run")?
-            .map(|row| get_i64(row, "last_seq").map_err(corrupt))
+            .map(|row| RunRow::from_row(row).map_err(corrupt))
             .transpose()
     }
 

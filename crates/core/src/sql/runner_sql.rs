@@ -230,7 +230,9 @@ pub const FINISH_WRITE: usize = 2;
 
 /// The runner's finish, one batch fenced by the lease and its holder: advance `last_seq` (locking the
 /// row), append the `done` event at the advanced `last_seq`, write the terminal status (write-once:
-/// only from `running` under this lease), release this task's claim, and read the counter back.
+/// only from `running` under this lease), release this task's claim, and read the run back as the
+/// batch left it (its `last_seq` is the `done` event's seq): the finish's answer, in the same round
+/// trip.
 pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
@@ -284,7 +286,7 @@ pub fn finish(d: Dialect, f: &Finish<'_>) -> Vec<Stmt> {
             ],
         ),
         super::run_sql::release_claim_of(d, f.task_id),
-        super::event_sql::select_last_seq(d, f.task_id),
+        super::run_sql::select_run(d, f.task_id),
     ]
 }
 

@@ -2119,8 +2119,10 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
         error_code: Some("x.partial"),
         ..finish("t1", e, TerminalStatus::Blocked, NOW + 3)
     };
-    assert_eq!(s.finish_run(&f).await.unwrap(), Some(3));
+    let finished = s.finish_run(&f).await.unwrap().expect("the finish won");
     let run = s.get_run("t1").await.unwrap().unwrap();
+    // The finish answers with the run as its batch left it: what a read right after sees.
+    assert_eq!(finished, run);
     assert_eq!(run.status, "blocked");
     assert_eq!(run.last_seq, 3);
     assert_eq!(run.held_by, None);
@@ -2656,7 +2658,8 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
     assert_eq!(
         s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 4))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|run| run.last_seq),
         Some(2)
     );
     let run = s.get_run("t1").await.unwrap().unwrap();
@@ -5365,7 +5368,8 @@ async fn a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out<F:
     assert_eq!(
         s.finish_run(&finish("t1", e + 2, TerminalStatus::Completed, NOW + 10))
             .await
-            .unwrap(),
+            .unwrap()
+            .map(|run| run.last_seq),
         Some(1)
     );
     assert!(s.queue_backlog("q", 10).await.unwrap().is_empty());
