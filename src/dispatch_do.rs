@@ -525,13 +525,7 @@ impl DispatchDo {
         };
         let now = platform::now_ms();
         let task_id = ready.task_id.clone();
-        let leased = match cx.store() {
-            Ok(store) => store
-                .lease_run(&task_id, &note.runner_id, now)
-                .await
-                .map_err(|e| format!("{e:?}")),
-            Err(e) => Err(format!("{e:?}")),
-        };
+        let leased = write_lease(cx, &task_id, &note.runner_id, now).await;
         self.pushing.borrow_mut().remove(&note.key);
         let gone = self.gone.borrow_mut().remove(&note.key);
         let lease = match leased {
@@ -568,27 +562,8 @@ impl DispatchDo {
         }
         // The socket left while its lease was written: release it (fenced) and serve the next.
         self.offers.borrow_mut().taken(&task_id, None, now, 0);
-        let released = match cx.store() {
-            Ok(store) => store
-                .release_lease(
-                    &task_id,
-                    &note.runner_id,
-                    lease.lease_epoch,
-                    platform::now_ms(),
-                )
-                .await
-                .unwrap_or_else(|e| {
-                    worker::console_error!("dispatch release: {e:?}");
-                    false
-                }),
-            Err(e) => {
-                worker::console_error!("dispatch release: {e:?}");
-                false
-            }
-        };
-        if released {
-            self.backlog.borrow_mut().add([ready]);
-        }
+        self.give_back(cx, ready, &note.runner_id, lease.lease_epoch)
+            .await;
         false
     }
 
@@ -606,13 +581,7 @@ impl DispatchDo {
         } = poll;
         let now = platform::now_ms();
         let task_id = ready.task_id.clone();
-        let leased = match own.store() {
-            Ok(store) => store
-                .lease_run(&task_id, &runner_id, now)
-                .await
-                .map_err(|e| format!("{e:?}")),
-            Err(e) => Err(format!("{e:?}")),
-        };
+        let leased = write_lease(&own, &task_id, &runner_id, now).await;
         let lease = match leased {
             Ok(Some(l)) => l,
             lost => {
@@ -650,23 +619,27 @@ impl DispatchDo {
         }
         // The wait ended while its lease was written: release it (fenced) and serve the next.
         self.offers.borrow_mut().taken(&task_id, None, now, 0);
-        let released = match own.store() {
-            Ok(store) => store
-                .release_lease(&task_id, &runner_id, lease.lease_epoch, platform::now_ms())
-                .await
-                .unwrap_or_else(|e| {
-                    worker::console_error!("dispatch release: {e:?}");
-                    false
-                }),
-            Err(e) => {
-                worker::console_error!("dispatch release: {e:?}");
-                false
-            }
-        };
-        if released {
-            self.backlog.borrow_mut().add([ready]);
-        }
+        self.give_back(&own, ready, &runner_id, lease.lease_epoch)
+            .await;
         false
+    }
+
+    /// Releases the lease of `ready` its runner never received (fenced on that runner and epoch,
+    /// still unacknowledged) and, when this call released it, gives the run back to the backlog.
+    /// A failure is logged: the reaper's requeue of unacknowledged leases is the backstop.
+    async fn give_back(&self, cx: &Cx, ready: Ready, runner_id: &str, lease_epoch: i64) {
+        let released = match cx.store() {
+            Ok(store) => store
+                .release_lease(&ready.task_id, runner_id, lease_epoch, platform::now_ms())
+                .await
+                .map_err(|e| format!("{e:?}")),
+            Err(e) => Err(format!("{e:?}")),
+        };
+        match released {
+            Ok(true) => self.backlog.borrow_mut().add([ready]),
+            Ok(false) => {}
+            Err(e) => worker::console_error!("dispatch release: {e}"),
+        }
     }
 
     /// A socket whose push did not land waits again, first in line (it was the longest waiting).
@@ -880,6 +853,23 @@ pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
         }
         Ok(None) => {}
         Err(e) => worker::console_error!("dispatch notice for {task_id}: {e:?}"),
+    }
+}
+
+/// Writes the lease of `task_id` for `runner_id` through `cx` (the fenced compare-and-set): the
+/// lease, `None` when it lost, or the store's failure as text.
+async fn write_lease(
+    cx: &Cx,
+    task_id: &str,
+    runner_id: &str,
+    now: i64,
+) -> Result<Option<sema_core::store::Lease>, String> {
+    match cx.store() {
+        Ok(store) => store
+            .lease_run(task_id, runner_id, now)
+            .await
+            .map_err(|e| format!("{e:?}")),
+        Err(e) => Err(format!("{e:?}")),
     }
 }
 
