@@ -530,17 +530,9 @@ impl DispatchDo {
         let gone = self.gone.borrow_mut().remove(&note.key);
         let lease = match leased {
             Ok(Some(l)) => l,
-            Ok(None) => {
-                // Another path leased or ended the run: this socket waits on, first in line.
-                self.offers.borrow_mut().taken(&task_id, None, now, 0);
-                if !gone {
-                    self.requeue_socket(ws, &mut note);
-                }
-                return false;
-            }
-            Err(e) => {
-                // The offer stays open and lapses (the alarm gives the run back); the socket waits on.
-                worker::console_error!("dispatch: leasing {task_id} for a socket: {e}");
+            lost => {
+                self.not_leased(&task_id, lost.err(), now);
+                // The socket waits on, first in line.
                 if !gone {
                     self.requeue_socket(ws, &mut note);
                 }
@@ -549,20 +541,12 @@ impl DispatchDo {
         };
         let frame = dispatch::lease_frame(&lease);
         if !gone && ws.send_with_str(&frame).is_ok() {
-            // Followed like a long-poll's lease: released if never acknowledged.
-            let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
-            self.offers.borrow_mut().taken(
-                &task_id,
-                Some((note.runner_id.clone(), lease.lease_epoch)),
-                now,
-                ack_ms,
-            );
-            self.arm().await;
+            self.follow(&task_id, note.runner_id, lease.lease_epoch, now)
+                .await;
             return true;
         }
         // The socket left while its lease was written: release it (fenced) and serve the next.
-        self.offers.borrow_mut().taken(&task_id, None, now, 0);
-        self.give_back(cx, ready, &note.runner_id, lease.lease_epoch)
+        self.give_back(cx, ready, &note.runner_id, lease.lease_epoch, now)
             .await;
         false
     }
@@ -573,61 +557,63 @@ impl DispatchDo {
     /// flight, so only a call the runtime cut off) has the lease released, fenced as for a socket
     /// that left, and the run served to the next runner.
     async fn answer_poll(&self, id: u64, poll: Poll, ready: Ready) -> bool {
-        let Poll {
-            runner_id,
-            tx,
-            until,
-            own,
-        } = poll;
         let now = platform::now_ms();
         let task_id = ready.task_id.clone();
-        let leased = write_lease(&own, &task_id, &runner_id, now).await;
+        let leased = write_lease(&poll.own, &task_id, &poll.runner_id, now).await;
         let lease = match leased {
             Ok(Some(l)) => l,
             lost => {
-                match lost {
-                    // Another path leased or ended the run: nothing to follow.
-                    Ok(_) => self.offers.borrow_mut().taken(&task_id, None, now, 0),
-                    // The offer stays open and lapses (the alarm gives the run back).
-                    Err(e) => worker::console_error!("dispatch: leasing {task_id} for a wait: {e}"),
-                }
+                self.not_leased(&task_id, lost.err(), now);
                 // The runner waits on, first in line, while its wait has time left.
-                if platform::now_ms() < until && !tx.is_canceled() {
+                if platform::now_ms() < poll.until && !poll.tx.is_canceled() {
                     self.waiters.borrow_mut().push_front(Waiter {
                         id,
-                        want: Want::Poll(Poll {
-                            runner_id,
-                            tx,
-                            until,
-                            own,
-                        }),
+                        want: Want::Poll(poll),
                     });
                 }
                 return false;
             }
         };
+        let Poll {
+            runner_id, tx, own, ..
+        } = poll;
         if tx.send(dispatch::lease_body(&lease)).is_ok() {
-            let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
-            self.offers.borrow_mut().taken(
-                &task_id,
-                Some((runner_id, lease.lease_epoch)),
-                now,
-                ack_ms,
-            );
-            self.arm().await;
+            self.follow(&task_id, runner_id, lease.lease_epoch, now)
+                .await;
             return true;
         }
         // The wait ended while its lease was written: release it (fenced) and serve the next.
-        self.offers.borrow_mut().taken(&task_id, None, now, 0);
-        self.give_back(&own, ready, &runner_id, lease.lease_epoch)
+        self.give_back(&own, ready, &runner_id, lease.lease_epoch, now)
             .await;
         false
     }
 
+    /// A lease write that did not win: lost (`failure` is `None`: another path leased or ended the
+    /// run), nothing is left to follow; failed, the offer stays open and lapses (the alarm gives
+    /// the run back).
+    fn not_leased(&self, task_id: &str, failure: Option<String>, now: i64) {
+        match failure {
+            None => self.offers.borrow_mut().taken(task_id, None, now, 0),
+            Some(e) => worker::console_error!("dispatch: leasing {task_id}: {e}"),
+        }
+    }
+
+    /// A lease handed to its runner (pushed, or the answer to its wait) is followed until the
+    /// runner acknowledges it, and released if it never does.
+    async fn follow(&self, task_id: &str, runner_id: String, lease_epoch: i64, now: i64) {
+        let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+        self.offers
+            .borrow_mut()
+            .taken(task_id, Some((runner_id, lease_epoch)), now, ack_ms);
+        self.arm().await;
+    }
+
     /// Releases the lease of `ready` its runner never received (fenced on that runner and epoch,
-    /// still unacknowledged) and, when this call released it, gives the run back to the backlog.
-    /// A failure is logged: the reaper's requeue of unacknowledged leases is the backstop.
-    async fn give_back(&self, cx: &Cx, ready: Ready, runner_id: &str, lease_epoch: i64) {
+    /// still unacknowledged; the handout is no longer followed) and, when this call released it,
+    /// gives the run back to the backlog. A failure is logged: the reaper's requeue of
+    /// unacknowledged leases is the backstop.
+    async fn give_back(&self, cx: &Cx, ready: Ready, runner_id: &str, lease_epoch: i64, now: i64) {
+        self.offers.borrow_mut().taken(&ready.task_id, None, now, 0);
         let released = match cx.store() {
             Ok(store) => store
                 .release_lease(&ready.task_id, runner_id, lease_epoch, platform::now_ms())
