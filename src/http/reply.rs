@@ -22,7 +22,11 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             let (now, staleness) = judged();
             answer::cancelled(&c, now, &staleness)
         }
-        SessionReply::Appended { seqs } => answer::appended(&seqs),
+        SessionReply::Appended {
+            seqs,
+            cancel_requested,
+            steer_pending,
+        } => answer::appended(&seqs, cancel_requested, steer_pending),
         SessionReply::Finished(run) => answer::finished(&run),
         SessionReply::SteerQueued { task_id, seq } => answer::steer_queued(&task_id, seq),
         SessionReply::Waited(run) => {

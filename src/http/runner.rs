@@ -167,7 +167,8 @@ pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Fail
     Ok(session)
 }
 
-/// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...]}`.
+/// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...], cancelRequested,
+/// steerPending}` (what waits for the holder, read in the same batch).
 pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
     let (holder, events) = body.validate()?;

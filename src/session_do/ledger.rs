@@ -49,7 +49,7 @@ impl SessionDo {
             }
             other => other?,
         };
-        let Appended::Seqs(seqs) = appended else {
+        let Appended::Seqs(seqs, waiting) = appended else {
             return Err(ApiError::lease_lost().into());
         };
         cx.fail.hit("append.after_d1").await;
@@ -66,7 +66,11 @@ impl SessionDo {
             .collect();
         self.hub.publish_events(task_id, &rows);
         self.heard_from(task_id, now, self.staleness.held_ms);
-        Ok(SessionReply::Appended { seqs })
+        Ok(SessionReply::Appended {
+            seqs,
+            cancel_requested: waiting.cancel_requested,
+            steer_pending: waiting.steer_pending,
+        })
     }
 
     pub(super) async fn finish(

@@ -182,3 +182,46 @@ fn an_idle_lease_request_long_polls_then_answers_204() {
         "answered before waiting"
     );
 }
+
+#[test]
+fn an_appends_answer_tells_its_runner_of_a_cancel_request_and_of_steer_messages_waiting() {
+    let (task, _) = submit("told by its appends");
+    let l = lease("told-runner").expect("a lease");
+    assert_eq!(l["taskId"], task.as_str());
+    let epoch = l["leaseEpoch"].as_i64().unwrap();
+    let rc = runner_client();
+    let append = || {
+        let r = rc.post_json(
+            &format!("/v1/runs/{task}/events"),
+            &json!({"runnerId": "told-runner", "leaseEpoch": epoch, "events": [{"type": "x"}]}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        (v["cancelRequested"].clone(), v["steerPending"].clone())
+    };
+    assert_eq!(append(), (json!(false), json!(0)), "nothing waits");
+    for m in ["left", "right"] {
+        let r = client().post_json(&format!("/v1/runs/{task}/steer"), &json!({"message": m}));
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    assert_eq!(append(), (json!(false), json!(2)));
+    let beat = rc.post_json(
+        &format!("/v1/runs/{task}/heartbeat"),
+        &json!({"runnerId": "told-runner", "leaseEpoch": epoch}),
+    );
+    assert_eq!(beat.json()["steer"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        append(),
+        (json!(false), json!(0)),
+        "the heartbeat took them"
+    );
+    let c = client().cancel(&task);
+    assert_eq!(c.json()["cancelRequested"], true, "{}", c.body);
+    assert_eq!(append(), (json!(true), json!(0)), "a held run is flagged");
+    let done = rc.post_json(
+        &format!("/v1/runs/{task}/finish"),
+        &json!({"runnerId": "told-runner", "leaseEpoch": epoch, "status": "cancelled"}),
+    );
+    assert_eq!(done.json()["status"], "cancelled", "{}", done.body);
+    assert_eq!(ledger(&task).len(), 5, "four events and done");
+}

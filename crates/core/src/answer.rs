@@ -91,8 +91,14 @@ pub fn waited(run: &RunRow, now: i64, s: &Staleness) -> Answer {
 }
 
 /// An appended batch: `{seqs}` in order.
-pub fn appended(seqs: &[i64]) -> Answer {
-    (200, json!({ "seqs": seqs }).to_string())
+/// An append's answer: its seqs, and what waits for the lease holder as the append left the run (a
+/// runner told nothing waits may skip its next heartbeat: the append was proof of life).
+pub fn appended(seqs: &[i64], cancel_requested: bool, steer_pending: i64) -> Answer {
+    (
+        200,
+        json!({ "seqs": seqs, "cancelRequested": cancel_requested, "steerPending": steer_pending })
+            .to_string(),
+    )
 }
 
 /// A queued steer message.
@@ -231,7 +237,13 @@ mod tests {
 
     #[test]
     fn appends_steers_and_finishes_have_fixed_bodies() {
-        assert_eq!(parsed(appended(&[4, 5])), (200, json!({"seqs": [4, 5]})));
+        assert_eq!(
+            parsed(appended(&[4, 5], true, 2)),
+            (
+                200,
+                json!({"seqs": [4, 5], "cancelRequested": true, "steerPending": 2})
+            )
+        );
         assert_eq!(
             parsed(steer_queued("T", 2)),
             (202, json!({"taskId": "T", "seq": 2, "status": "queued"}))

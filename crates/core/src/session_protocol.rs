@@ -257,9 +257,12 @@ pub enum SessionReply {
     /// The session is held: the 409 materials.
     Conflict(Conflict),
     Cancelled(CancelReply),
-    /// The seqs assigned to an appended batch, in order.
+    /// The seqs assigned to an appended batch, in order, and what waits for the holder (read in
+    /// the append's own batch).
     Appended {
         seqs: Vec<i64>,
+        cancel_requested: bool,
+        steer_pending: i64,
     },
     /// The run after the runner's finish.
     Finished(RunRow),
@@ -549,7 +552,11 @@ mod tests {
                 run: Some(run.clone()),
                 claim_released: true,
             }),
-            SessionReply::Appended { seqs: vec![1, 2] },
+            SessionReply::Appended {
+                seqs: vec![1, 2],
+                cancel_requested: true,
+                steer_pending: 3,
+            },
             SessionReply::Finished(run.clone()),
             SessionReply::SteerQueued {
                 task_id: "T".into(),

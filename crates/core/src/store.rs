@@ -165,10 +165,27 @@ pub struct EventRow {
 /// The outcome of [`LedgerStore::append_events`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Appended {
-    /// The seqs assigned, in order.
-    Seqs(Vec<i64>),
+    /// The seqs assigned, in order, and what waits for the holder as the same batch left the run.
+    Seqs(Vec<i64>, Waiting),
     /// The lease epoch no longer matches (or the run is not running): nothing was written.
     LeaseLost,
+}
+
+/// What waits for a run's lease holder, as a write of its read it: a cancel request, and steer
+/// messages its next heartbeat takes. A holder told nothing waits needs no heartbeat to learn it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waiting {
+    pub cancel_requested: bool,
+    /// Undelivered steer messages.
+    pub steer_pending: i64,
+}
+
+impl Waiting {
+    /// Nothing waits.
+    pub const NOTHING: Waiting = Waiting {
+        cancel_requested: false,
+        steer_pending: 0,
+    };
 }
 
 /// A lease a runner won.
@@ -1029,15 +1046,20 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             return Ok(Appended::LeaseLost);
         }
         if a.events.is_empty() {
-            return Ok(Appended::Seqs(Vec::new()));
+            // Nothing written and nothing read: the caller learns nothing of the run.
+            return Ok(Appended::Seqs(Vec::new(), Waiting::NOTHING));
         }
         let out = self.exec.batch(&event_sql::append(self.d(), a)).await?;
-        let Some(last) = won(&out, event_sql::APPEND_FENCE, None, "appended run")? else {
+        let Some(row) = won(&out, event_sql::APPEND_FENCE, None, "appended run")? else {
             return Ok(Appended::LeaseLost);
         };
-        let last = get_i64(last, "last_seq").map_err(corrupt)?;
+        let last = get_i64(row, "last_seq").map_err(corrupt)?;
+        let waiting = Waiting {
+            cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
+            steer_pending: get_i64(row, "steer_pending").map_err(corrupt)?,
+        };
         let n = a.events.len() as i64;
-        Ok(Appended::Seqs((last - n + 1..=last).collect()))
+        Ok(Appended::Seqs((last - n + 1..=last).collect(), waiting))
     }
 
     async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<RunRow>> {

@@ -1,7 +1,8 @@
 //! `sema-runner`: a reference runner. It leases runs from a Sema Edge server, executes each objective
 //! as a small script (see `script.rs`), streams `text_delta` events, heartbeats (noticing cancel and
-//! steer messages), parks runs on human gates (`ask`) and goes on after the decision when a resumed
-//! run is leased again, and finishes each run. Runs offline against `scripts/dev`.
+//! steer messages; between quick steps only when told something waits, see [`BEAT_EVERY`]), parks
+//! runs on human gates (`ask`) and goes on after the decision when a resumed run is leased again,
+//! and finishes each run. Runs offline against `scripts/dev`.
 //!
 //! ```text
 //! sema-runner [--url http://127.0.0.1:8787] [--runner-id ID] [--token TOKEN] [--concurrency N]
@@ -320,12 +321,22 @@ enum Outcome {
     Parked,
 }
 
+/// A step starts with a heartbeat only when the run's last write is older than this, or that write
+/// said something waits (steer messages): every append and heartbeat is proof of life, and an
+/// append's answer carries the cancel flag and the count of waiting steer messages, so a run whose
+/// steps follow each other quickly needs no heartbeat between them.
+const BEAT_EVERY: Duration = Duration::from_secs(1);
+
 struct Run<'a> {
     client: &'a Client,
     task_id: String,
     epoch: i64,
     text: String,
     next_event: u64,
+    /// When the server last heard from this run (its lease, an append, a heartbeat).
+    heard: Instant,
+    /// The last write's answer said steer messages wait for a heartbeat.
+    steer_waits: bool,
 }
 
 /// What one heartbeat left to do.
@@ -339,6 +350,15 @@ enum Beat {
 impl Run<'_> {
     fn path(&self, verb: &str) -> String {
         format!("/v1/runs/{}/{verb}", self.task_id)
+    }
+
+    /// The heartbeat before a step, when it is due ([`BEAT_EVERY`]) or a write said steer
+    /// messages wait; else nothing. `Some(outcome)` ends the run.
+    fn beat_if_due(&mut self) -> Result<Option<Outcome>, String> {
+        if !self.steer_waits && self.heard.elapsed() < BEAT_EVERY {
+            return Ok(None);
+        }
+        self.beat()
     }
 
     /// Heartbeats; applies steer messages (as `steering_injected` events), beating again at once
@@ -360,6 +380,8 @@ impl Run<'_> {
         let Reply::Ok(v) = reply else {
             return Ok(Beat::Done(Some(Outcome::LeaseLost)));
         };
+        self.heard = Instant::now();
+        self.steer_waits = false;
         let steer = v["steer"].as_array().cloned().unwrap_or_default();
         if !steer.is_empty() {
             let events: Vec<Value> = steer
@@ -390,7 +412,15 @@ impl Run<'_> {
             json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "events": events}),
         )? {
             Reply::LeaseLost => Ok(Some(Outcome::LeaseLost)),
-            _ => Ok(None),
+            Reply::Ok(v) => {
+                self.heard = Instant::now();
+                if v["cancelRequested"] == true {
+                    return Ok(Some(Outcome::Cancelled));
+                }
+                self.steer_waits |= v["steerPending"].as_i64().unwrap_or(0) > 0;
+                Ok(None)
+            }
+            Reply::NoContent => Ok(None),
         }
     }
 
@@ -434,7 +464,7 @@ impl Run<'_> {
         preface: Option<&str>,
     ) -> Result<Outcome, String> {
         if let Some(text) = preface {
-            if let Some(o) = self.beat()? {
+            if let Some(o) = self.beat_if_due()? {
                 return Ok(o);
             }
             if let Some(o) = self.say(text)? {
@@ -442,7 +472,7 @@ impl Run<'_> {
             }
         }
         for (index, step) in steps.iter().enumerate().skip(from) {
-            if let Some(o) = self.beat()? {
+            if let Some(o) = self.beat_if_due()? {
                 return Ok(o);
             }
             match step {
@@ -510,6 +540,8 @@ fn worker(cfg: Config, index: usize) {
             epoch: lease["leaseEpoch"].as_i64().unwrap_or_default(),
             text: String::new(),
             next_event: 0,
+            heard: Instant::now(),
+            steer_waits: false,
         };
         let steps = script::parse(lease["objective"].as_str().unwrap_or_default());
         let outcome = match lease.get("resume").filter(|r| !r.is_null()) {

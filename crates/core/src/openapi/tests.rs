@@ -697,7 +697,8 @@ fn the_bodies_the_core_builds_match_their_response_schemas() {
         &body(answer::waited(&row("running"), i64::MAX / 2, &s)),
     );
     validates("RunFace", &body(answer::waited(&row("running"), 1, &s)));
-    validates("Appended", &body(answer::appended(&[1, 2])));
+    validates("Appended", &body(answer::appended(&[1, 2], false, 0)));
+    validates("Appended", &body(answer::appended(&[3], true, 2)));
     validates("SteerQueued", &body(answer::steer_queued("T", 3)));
     validates("SessionStats", &body(answer::stats(1, 2, Some("T"), 3)));
     validates("SessionStats", &body(answer::stats(0, 0, None, 0)));

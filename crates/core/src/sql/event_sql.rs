@@ -6,6 +6,7 @@
 //! life, `heartbeat_at` becomes `now` and the lease is acknowledged; then each event is inserted with
 //! the seq computed from the advanced counter under the same fence. Zero rows changed by the first statement
 //! means the lease was lost and nothing was written. Seqs are therefore gap-free and ordered per run.
+//! The batch ends by reading the counter back with what waits for the holder (cancel, steer).
 //! A duplicate `event_id` (unique per run) fails the whole batch on `run_event`.
 
 use super::{Dialect, Stmt};
@@ -86,8 +87,15 @@ pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
         ));
     }
     // Read inside the same transaction, so it is this batch's counter (the row is still locked in
-    // PostgreSQL and MySQL).
-    batch.push(select_last_seq(d, a.task_id));
+    // PostgreSQL and MySQL), with what waits for the holder as the heartbeat reads it: the cancel
+    // flag and the count of undelivered steer messages. A runner that is told nothing waits needs
+    // no heartbeat to learn it (an append is already proof of life).
+    batch.push(Stmt::portable(
+        d,
+        "SELECT last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
+         AND delivered_at IS NULL) AS steer_pending FROM task_run WHERE task_id = ?1",
+        vec![a.task_id.into()],
+    ));
     batch
 }
 

@@ -12,7 +12,7 @@ use sema_core::{
         LeaderChild, Leasable, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park,
         ParkStatus, Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs,
         StartChild, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus,
-        Tick, TickRecord,
+        Tick, TickRecord, Waiting,
     },
 };
 
@@ -681,11 +681,11 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     )
     .await
     .unwrap();
-    assert_eq!(a, Appended::Seqs(vec![1, 2]));
+    assert_eq!(a, Appended::Seqs(vec![1, 2], Waiting::NOTHING));
     let b = append(&s, "t1", e, "r1", &[ev("tool_start", r#"{"n":3}"#)], NOW)
         .await
         .unwrap();
-    assert_eq!(b, Appended::Seqs(vec![3]));
+    assert_eq!(b, Appended::Seqs(vec![3], Waiting::NOTHING));
     // A stale epoch writes nothing.
     assert_eq!(
         append(&s, "t1", 7, "r1", &[ev("x", "{}")], NOW)
@@ -730,7 +730,7 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
         append(&s, "t1", epoch, "r1", &[ev("x", "{}")], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![6]),
+        Appended::Seqs(vec![6], Waiting::NOTHING),
         "after the park event (4) and the resumed event (5)"
     );
     // A terminal run takes no more events.
@@ -1614,6 +1614,7 @@ every_dialect!(
     a_stale_epoch_heartbeat_changes_nothing,
     a_heartbeat_in_the_same_millisecond_keeps_the_lease,
     heartbeats_carry_the_cancel_request,
+    an_append_tells_its_holder_of_a_cancel_request_and_of_steer_messages_waiting,
     steer_messages_are_delivered_once_in_order,
     steer_is_refused_when_the_run_is_not_running,
     a_full_steer_queue_refuses_and_loses_nothing_queued,
@@ -1890,6 +1891,54 @@ async fn heartbeats_carry_the_cancel_request<F: Fixture>(fx: &F) {
     assert!(b.cancel_requested);
 }
 
+async fn an_append_tells_its_holder_of_a_cancel_request_and_of_steer_messages_waiting<
+    F: Fixture,
+>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    let e = s
+        .lease("r1", DEFAULT_QUEUE, NOW + 1, 1)
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_epoch;
+    let one = [event("x", "{}", None)];
+    let said = |cancel_requested, steer_pending| Waiting {
+        cancel_requested,
+        steer_pending,
+    };
+    assert_eq!(
+        append(&s, "t1", e, "r1", &one, NOW + 2).await.unwrap(),
+        Appended::Seqs(vec![1], Waiting::NOTHING)
+    );
+    assert_eq!(steer(&s, "t1", "left", NOW + 3).await, Some(1));
+    assert_eq!(steer(&s, "t1", "right", NOW + 3).await, Some(2));
+    assert_eq!(
+        append(&s, "t1", e, "r1", &one, NOW + 4).await.unwrap(),
+        Appended::Seqs(vec![2], said(false, 2)),
+        "steer messages wait for the next heartbeat"
+    );
+    let b = s
+        .heartbeat(&beat("t1", e, "d1", NOW + 5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((b.steer.len(), b.steer_pending), (2, 0));
+    assert_eq!(
+        append(&s, "t1", e, "r1", &one, NOW + 6).await.unwrap(),
+        Appended::Seqs(vec![3], Waiting::NOTHING),
+        "a heartbeat took them"
+    );
+    s.cancel("t1", NOW + 7).await.unwrap();
+    assert_eq!(
+        append(&s, "t1", e, "r1", &one, NOW + 8).await.unwrap(),
+        Appended::Seqs(vec![4], said(true, 0)),
+        "a held run is only flagged, and its holder learns it from its next write"
+    );
+}
+
 async fn steer_messages_are_delivered_once_in_order<F: Fixture>(fx: &F) {
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
@@ -2111,7 +2160,7 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
         )
         .await
         .unwrap(),
-        Appended::Seqs(vec![1, 2])
+        Appended::Seqs(vec![1, 2], Waiting::NOTHING)
     );
     let f = Finish {
         result_json: Some(r#"{"answer":42}"#),
@@ -2234,7 +2283,7 @@ async fn a_finish_racing_appends_keeps_the_ledger_gap_free_and_ends_with_done<F:
                 for _ in 0..10 {
                     let ev = [event("x", "{}", None), event("y", "{}", None)];
                     match pollster::block_on(append(&store, task, e, "r1", &ev, NOW)).unwrap() {
-                        Appended::Seqs(_) => {}
+                        Appended::Seqs(..) => {}
                         Appended::LeaseLost => break,
                     }
                 }
@@ -2282,7 +2331,7 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
         append(&s, "t1", e, "r1", &[event("x", "{}", Some("e1"))], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![1])
+        Appended::Seqs(vec![1], Waiting::NOTHING)
     );
     let duplicate = StoreError::Db(DbError::Duplicate {
         table: "run_event".into(),
@@ -2313,14 +2362,14 @@ async fn a_duplicate_event_id_refuses_the_whole_batch<F: Fixture>(fx: &F) {
         append(&s, "t2", e2, "r2", &[event("x", "{}", Some("e1"))], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![1])
+        Appended::Seqs(vec![1], Waiting::NOTHING)
     );
     // And the first run carries on from 2.
     assert_eq!(
         append(&s, "t1", e, "r1", &[event("x", "{}", Some("e2"))], NOW)
             .await
             .unwrap(),
-        Appended::Seqs(vec![2])
+        Appended::Seqs(vec![2], Waiting::NOTHING)
     );
 }
 
@@ -2653,7 +2702,7 @@ async fn the_lease_holders_writes_succeed_and_acknowledge_the_lease<F: Fixture>(
         append(&s, "t1", e, "r1", &[event("x", "{}", None)], NOW + 3)
             .await
             .unwrap(),
-        Appended::Seqs(vec![1])
+        Appended::Seqs(vec![1], Waiting::NOTHING)
     );
     assert_eq!(
         s.finish_run(&finish("t1", e, TerminalStatus::Completed, NOW + 4))
