@@ -66,7 +66,9 @@ def findings(by, ceil):
         "one admission that holds the object's lock, on two shared cores.",
         f"- **Runner calls route by the run's session.** The first append or finish a Worker isolate sees for a run looks the "
         f"session up in D1 ({cost.get('event batch (100 events; first call for the run in this isolate)', {}).get('d1_round_trips')} round trips); "
-        f"later calls hit an isolate-local memo (a run's session never changes), so an append costs "
+        f"later calls hit an isolate-local memo (a run's session never changes), and a runner that sends its lease's "
+        f"`sessionId` back as a hint spares the lookup even on its first call "
+        f"({cost.get('event batch (1 event; first call for the run, with the session hint)', {}).get('d1_round_trips')} round trip), so an append costs "
         f"{cost.get('event batch (1 event; later call)', {}).get('d1_round_trips')} round trip. Finish costs "
         f"{cost.get('finish', {}).get('d1_round_trips')}: its batch reads the finished run back for its answer, in the same round trip.",
         "- **Live delivery is cheap:** an appended event reaches an SSE client in single-digit milliseconds at p50, and 100 "

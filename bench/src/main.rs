@@ -640,6 +640,51 @@ fn cost(ctx: &Ctx) {
     report("finish", s, &m);
     let (s, m, _) = call("POST", &format!("/v1/runs/{task}/cancel"), None, None, None);
     report("cancel (already terminal)", s, &m);
+    // A runner that sends its lease's sessionId back as a hint: its first write of a run needs no
+    // lookup of the run's session.
+    let hinted = unique("cost");
+    let (_, _, v) = call(
+        "POST",
+        "/v1/runs",
+        None,
+        Some(json!({"sessionId": hinted, "objective": "x"})),
+        None,
+    );
+    let task = v["taskId"].as_str().unwrap_or_default().to_owned();
+    for _ in 0..4 {
+        let (_, _, v) = call(
+            "POST",
+            "/v1/runner/lease",
+            Some("runner"),
+            Some(json!({"runnerId": "cost"})),
+            None,
+        );
+        if v["taskId"] == task.as_str() {
+            let epoch = v["leaseEpoch"].as_i64().unwrap_or_default();
+            let (s, m, _) = call(
+                "POST",
+                &format!("/v1/runs/{task}/events"),
+                Some("runner"),
+                Some(
+                    json!({"runnerId": "cost", "leaseEpoch": epoch, "sessionId": v["sessionId"], "events": [{"type": "x"}]}),
+                ),
+                None,
+            );
+            report(
+                "event batch (1 event; first call for the run, with the session hint)",
+                s,
+                &m,
+            );
+            call(
+                "POST",
+                &format!("/v1/runs/{task}/finish"),
+                Some("runner"),
+                Some(json!({"runnerId": "cost", "leaseEpoch": epoch, "status": "completed"})),
+                None,
+            );
+            break;
+        }
+    }
 }
 
 /// A fresh thread id for the peer (LangGraph thread ids must be UUIDs).

@@ -34,6 +34,10 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
             answer::waited(&run, now, &staleness)
         }
         SessionReply::Refused(e) => return Err(e.into()),
+        // A hinted write is routed again before its answer is rendered (`runner::to_session`).
+        SessionReply::Misrouted => {
+            return Err(Failure::Infra("a misrouted runner write reached rendering".into()))
+        }
         SessionReply::Failed { cause } => return Err(Failure::Infra(cause)),
         SessionReply::Stats {
             waiters,

@@ -11,9 +11,9 @@ use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client}
 use sema_core::{
     dispatch::{self, DispatchCall, DispatchReply},
     hex,
-    ids::TaskId,
-    runner_wire::{EventsBody, FinishBody, HeartbeatBody, LeaseBody},
-    session_protocol::{SessionCall, WireEvent, WireFinish},
+    ids::{SessionId, TaskId},
+    runner_wire::{Events, EventsBody, FinishBody, HeartbeatBody, LeaseBody},
+    session_protocol::{SessionCall, SessionReply, WireEvent, WireFinish},
     store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
@@ -146,9 +146,23 @@ thread_local! {
         Default::default();
 }
 
+fn remembered(task_id: &TaskId) -> Option<String> {
+    SESSION_OF.with(|m| m.borrow().get(task_id.as_str()).cloned())
+}
+
+fn remember(task_id: &TaskId, session: &str) {
+    SESSION_OF.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= SESSION_CACHE_MAX {
+            m.clear();
+        }
+        m.insert(task_id.as_str().to_owned(), session.to_owned());
+    });
+}
+
 /// The session of a run a runner addresses (404 when the run does not exist).
 pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Failure> {
-    if let Some(s) = SESSION_OF.with(|m| m.borrow().get(task_id.as_str()).cloned()) {
+    if let Some(s) = remembered(task_id) {
         return Ok(s);
     }
     let session = cx
@@ -157,22 +171,44 @@ pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Fail
         .await?
         .ok_or_else(|| ApiError::not_found("run"))?
         .session_id;
-    SESSION_OF.with(|m| {
-        let mut m = m.borrow_mut();
-        if m.len() >= SESSION_CACHE_MAX {
-            m.clear();
-        }
-        m.insert(task_id.as_str().to_owned(), session.clone());
-    });
+    remember(task_id, &session);
     Ok(session)
+}
+
+/// Sends a runner's write to its run's session object: the one this isolate remembers, else the
+/// one the runner's `sessionId` hint names (marked hinted: that object takes it only for the run it
+/// holds the claim of, which proves the hint), else, or when the hint proved wrong, the one the
+/// run's row names. A right hint spares the row's D1 read; a wrong one costs an object call more
+/// and changes nothing.
+async fn to_session(
+    cx: &Cx,
+    task_id: &TaskId,
+    hint: Option<SessionId>,
+    mut call: SessionCall,
+) -> Result<(String, client::Answer), Failure> {
+    if let (None, Some(hint)) = (remembered(task_id), hint) {
+        call.set_hinted(true);
+        let answer = client::call(cx, hint.as_str(), &call).await?;
+        if !matches!(answer, client::Answer::Reply(SessionReply::Misrouted)) {
+            remember(task_id, hint.as_str());
+            return Ok((hint.as_str().to_owned(), answer));
+        }
+        call.set_hinted(false);
+    }
+    let session = session_of(cx, task_id).await?;
+    let answer = client::call(cx, &session, &call).await?;
+    Ok((session, answer))
 }
 
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...], cancelRequested,
 /// steerPending}` (what waits for the holder, read in the same batch).
 pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
-    let (holder, events) = body.validate()?;
-    let session = session_of(cx, task_id).await?;
+    let Events {
+        holder,
+        events,
+        session,
+    } = body.validate()?;
     let call = SessionCall::Append {
         task_id: task_id.as_str().to_owned(),
         holder,
@@ -184,15 +220,16 @@ pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Respons
                 event_id: e.event_id,
             })
             .collect(),
+        hinted: false,
     };
-    reply::render(cx, client::call(cx, &session, &call).await?)
+    let (_, answer) = to_session(cx, task_id, session, call).await?;
+    reply::render(cx, answer)
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
 pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
     let (_, body): (_, FinishBody) = json_body(req).await?;
     let f = body.validate()?;
-    let session = session_of(cx, task_id).await?;
     let call = SessionCall::Finish {
         task_id: task_id.as_str().to_owned(),
         finish: WireFinish {
@@ -203,6 +240,8 @@ pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Respons
             error_code: f.error_code.clone(),
             done_json: f.done_json(),
         },
+        hinted: false,
     };
-    super::runs::ask_then_drive(cx, &session, &call).await
+    let (session, answer) = to_session(cx, task_id, f.session.clone(), call).await?;
+    super::runs::drive_after(cx, &session, reply::render(cx, answer)?).await
 }

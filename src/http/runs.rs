@@ -421,7 +421,15 @@ pub(super) async fn ask_then_drive(
     session_id: &str,
     call: &SessionCall,
 ) -> Result<Response, Failure> {
-    let resp = ask(cx, session_id, call).await?;
+    drive_after(cx, session_id, ask(cx, session_id, call).await?).await
+}
+
+/// After a call to the session's object changed a run (`resp` a success), drives its leader.
+pub(super) async fn drive_after(
+    cx: &Cx,
+    session_id: &str,
+    resp: Response,
+) -> Result<Response, Failure> {
     if (200..300).contains(&resp.status_code()) {
         crate::leader_driver::after_child_change(cx, session_id).await;
     }

@@ -204,11 +204,22 @@ impl SessionDo {
                 session_id,
             } => self.cancel(cx, task_id, session_id).await?,
             SessionCall::Append {
+                task_id, hinted, ..
+            } if hinted && !self.holds_claim_of(&task_id).await? => SessionReply::Misrouted,
+            SessionCall::Finish {
+                task_id, hinted, ..
+            } if hinted && !self.holds_claim_of(&task_id).await? => SessionReply::Misrouted,
+            SessionCall::Append {
                 task_id,
                 holder,
                 events,
+                hinted: _,
             } => self.append(cx, &task_id, holder, events).await?,
-            SessionCall::Finish { task_id, finish } => self.finish(cx, &task_id, finish).await?,
+            SessionCall::Finish {
+                task_id,
+                finish,
+                hinted: _,
+            } => self.finish(cx, &task_id, finish).await?,
             SessionCall::Steer { task_id, message } => self.steer(cx, task_id, &message).await?,
             SessionCall::RunEnded { task_id } => SessionReply::Noted {
                 claim_released: self.reaped(cx, &task_id).await?,

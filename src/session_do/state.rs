@@ -82,6 +82,18 @@ impl SessionDo {
         Ok(())
     }
 
+    /// Whether this session's claim, in memory or storage, names `task_id`: proof that the run is
+    /// this session's (a task's session never changes, and only its own object ever claims for
+    /// it), even when the claim is stale. Routing only: nothing is decided from it but where a
+    /// runner's write goes, and a miss sends the write the long way, by the run's row.
+    pub(super) async fn holds_claim_of(&self, task_id: &str) -> Result<bool, Failure> {
+        Ok(self
+            .load()
+            .await?
+            .claim
+            .is_some_and(|c| c.task_id == task_id))
+    }
+
     /// Drops the remembered claim if `task_id` holds it (its run just ended); whether it did.
     pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<bool, Failure> {
         let mut state = self.load().await?;

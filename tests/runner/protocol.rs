@@ -1,6 +1,8 @@
-use crate::sse::{client, lease, ledger, run, runner_client, submit};
+use crate::queues::round_trips;
+use crate::sse::{client, lease, ledger, read_sse, run, runner_client, submit};
 use serde_json::json;
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 #[test]
 fn two_runners_racing_for_leases_never_share_one() {
@@ -224,4 +226,106 @@ fn an_appends_answer_tells_its_runner_of_a_cancel_request_and_of_steer_messages_
     );
     assert_eq!(done.json()["status"], "cancelled", "{}", done.body);
     assert_eq!(ledger(&task).len(), 5, "four events and done");
+}
+
+#[test]
+fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_the_runs_own_session(
+) {
+    let rc = runner_client();
+    let write = |task: &str, verb: &str, body: serde_json::Value| {
+        let r = rc.post_json(&format!("/v1/runs/{task}/{verb}"), &body);
+        assert_eq!(r.status, 200, "{verb}: {}", r.body);
+        r
+    };
+    let leased = |objective: &str| {
+        let (task, session) = submit(objective);
+        let l = lease("hint-runner").expect("a lease");
+        assert_eq!(
+            (l["taskId"].as_str(), l["sessionId"].as_str()),
+            (Some(task.as_str()), Some(session.as_str()))
+        );
+        (task, session, l["leaseEpoch"].as_i64().unwrap())
+    };
+    let holder = |epoch: i64| json!({"runnerId": "hint-runner", "leaseEpoch": epoch});
+    let with = |mut body: serde_json::Value, extra: serde_json::Value| {
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let one_event = json!({"events": [{"type": "x"}]});
+    let completed = json!({"status": "completed"});
+    let submit_into = |session: &str| {
+        client().post_json(
+            "/v1/runs",
+            &json!({"sessionId": session, "objective": "into a session just freed"}),
+        )
+    };
+
+    // Each run's first write is the one under test: this isolate has never routed a write of it.
+    // The right hint: the write costs its own batch alone (no read of the run's row).
+    let (right, right_session, epoch) = leased("hinted rightly");
+    let first = write(
+        &right,
+        "events",
+        with(
+            with(holder(epoch), one_event.clone()),
+            json!({"sessionId": right_session}),
+        ),
+    );
+    assert_eq!(round_trips(&first), 1, "the hint spared the lookup");
+    write(&right, "finish", with(holder(epoch), completed.clone()));
+    // No hint: the first write looks the run's session up, one round trip more.
+    let (plain, _, epoch) = leased("not hinted");
+    let first = write(&plain, "events", with(holder(epoch), one_event.clone()));
+    assert_eq!(round_trips(&first), 2, "the lookup, then the append");
+    write(&plain, "finish", with(holder(epoch), completed.clone()));
+
+    // A finish hinted at a session no one ever used still ends the run in its own session's
+    // object: that object lets the claim go, so a submit into the session is admitted at once.
+    let (lone, lone_session, epoch) = leased("finished under a wrong hint");
+    let done = write(
+        &lone,
+        "finish",
+        with(
+            with(holder(epoch), completed.clone()),
+            json!({"sessionId": "no-such-session"}),
+        ),
+    );
+    assert_eq!(done.json()["status"], "completed");
+    let again = submit_into(&lone_session);
+    assert_eq!(again.status, 202, "{}", again.body);
+    client().cancel(&again.admitted());
+
+    // An append hinted at another held session reaches a subscriber of the run live, through the
+    // run's own session's object (subscribed before the write), and leaves the other alone.
+    let (task, session, epoch) = leased("appended under a wrong hint");
+    let (other, other_session) = submit("holds another session");
+    let reader = std::thread::spawn({
+        let path = format!("/v1/runs/{task}/events");
+        move || read_sse(&path, None, 10).0
+    });
+    let operator = client().with_role("operator");
+    let stats = format!("/v1/admin/sessions/{session}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while operator.get(&stats).json()["streams"] != 1 {
+        assert!(Instant::now() < deadline, "the stream never subscribed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write(
+        &task,
+        "events",
+        with(
+            with(holder(epoch), one_event),
+            json!({"sessionId": other_session}),
+        ),
+    );
+    write(&task, "finish", with(holder(epoch), completed));
+    let frames = reader.join().unwrap();
+    let kinds: Vec<&str> = frames.iter().map(|f| f.kind()).collect();
+    assert_eq!(kinds, ["x", "done"], "{frames:?}");
+    assert_eq!(run(&other)["status"], "running");
+    assert!(ledger(&other).is_empty());
+    assert_eq!(submit_into(&other_session).status, 409, "still held");
+    client().cancel(&other);
 }

@@ -183,7 +183,7 @@ impl Site {
 
 /// The D1 round trips a response reports (`x-sema-d1: round-trips=N; statements=M`).
 #[track_caller]
-fn round_trips(r: &Resp) -> u32 {
+pub(crate) fn round_trips(r: &Resp) -> u32 {
     let header = r.header("x-sema-d1").expect("an x-sema-d1 header");
     header
         .split(';')

@@ -2,7 +2,7 @@
 
 use crate::{
     error::ApiError,
-    ids::{is_safe_id, SAFE_ID_RULE},
+    ids::{is_safe_id, SessionId, SAFE_ID_RULE},
     status::{TerminalStatus, FINISH_STATUSES},
     wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
 };
@@ -126,6 +126,28 @@ pub struct EventsBody {
     #[serde(rename = "leaseEpoch")]
     pub lease_epoch: i64,
     pub events: Vec<EventIn>,
+    /// See [`session_hint`].
+    #[serde(rename = "sessionId", default)]
+    pub session_id: Option<String>,
+}
+
+/// A runner write's optional `sessionId`: the session its lease named, a routing hint that spares
+/// the server looking the run's session up. It decides nothing: the session's object takes the
+/// write only for the run it holds the claim of, and a wrong hint costs the lookup it would have
+/// spared (a safe id, else 400 naming `sessionId`).
+pub fn session_hint(hint: Option<String>) -> Result<Option<SessionId>, ApiError> {
+    hint.map(|s| {
+        SessionId::parse(&s).ok_or_else(|| ApiError::invalid_field("sessionId", SAFE_ID_RULE))
+    })
+    .transpose()
+}
+
+/// A validated append: who writes, the events, and the session hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Events {
+    pub holder: LeaseHolder,
+    pub events: Vec<ValidEvent>,
+    pub session: Option<SessionId>,
 }
 
 /// A validated event: type, data as JSON text, optional runner event id.
@@ -144,8 +166,9 @@ fn event_type_ok(t: &str) -> bool {
 }
 
 impl EventsBody {
-    pub fn validate(self) -> Result<(LeaseHolder, Vec<ValidEvent>), ApiError> {
+    pub fn validate(self) -> Result<Events, ApiError> {
         let holder = LeaseHolder::parse(self.runner_id, self.lease_epoch)?;
+        let session = session_hint(self.session_id)?;
         if self.events.is_empty() || self.events.len() > EVENTS_PER_CALL_MAX {
             return Err(ApiError::invalid_field(
                 "events",
@@ -184,7 +207,11 @@ impl EventsBody {
                 event_id: e.event_id,
             });
         }
-        Ok((holder, out))
+        Ok(Events {
+            holder,
+            events: out,
+            session,
+        })
     }
 }
 
@@ -202,6 +229,9 @@ pub struct FinishBody {
     pub error: Option<String>,
     #[serde(rename = "errorCode", default)]
     pub error_code: Option<String>,
+    /// See [`session_hint`].
+    #[serde(rename = "sessionId", default)]
+    pub session_id: Option<String>,
 }
 
 /// A validated finish.
@@ -212,6 +242,7 @@ pub struct Finish {
     pub result: Option<Value>,
     pub error: Option<String>,
     pub error_code: Option<String>,
+    pub session: Option<SessionId>,
 }
 
 impl Finish {
@@ -265,6 +296,7 @@ impl FinishBody {
             result: self.result.filter(|r| !r.is_null()),
             error: self.error,
             error_code: self.error_code,
+            session: session_hint(self.session_id)?,
         })
     }
 }
@@ -416,7 +448,8 @@ mod tests {
             .unwrap()
             .validate()
             .unwrap();
-        assert_eq!(ok.1[1].data, "{}");
+        assert_eq!(ok.events[1].data, "{}");
+        assert_eq!(ok.session, None);
         for bad in [
             r#"{"runnerId":"r1","leaseEpoch":1,"events":[]}"#,
             r#"{"runnerId":"r1","leaseEpoch":1,"events":[{"type":"done"}]}"#,
@@ -458,6 +491,40 @@ mod tests {
                 parse::<FinishBody>(&json).unwrap().validate().is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn appends_and_finishes_may_name_their_session_as_a_safe_id_hint() {
+        let e = parse::<EventsBody>(
+            r#"{"runnerId":"r1","leaseEpoch":1,"sessionId":"s-1","events":[{"type":"x"}]}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(e.session.as_ref().map(|s| s.as_str()), Some("s-1"));
+        let f = parse::<FinishBody>(
+            r#"{"runnerId":"r1","leaseEpoch":1,"sessionId":"s-1","status":"completed"}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(f.session.as_ref().map(|s| s.as_str()), Some("s-1"));
+        let bad_append = parse::<EventsBody>(
+            r#"{"runnerId":"r1","leaseEpoch":1,"sessionId":"a/b","events":[{"type":"x"}]}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap_err();
+        let bad_finish = parse::<FinishBody>(
+            r#"{"runnerId":"r1","leaseEpoch":1,"sessionId":"","status":"completed"}"#,
+        )
+        .unwrap()
+        .validate()
+        .unwrap_err();
+        for e in [bad_append, bad_finish] {
+            assert_eq!(e.status(), 400);
+            assert!(e.to_string().contains("sessionId"), "{e}");
         }
     }
 

@@ -76,14 +76,22 @@ pub enum SessionCall {
         task_id: String,
         wait_ms: u64,
     },
+    /// A runner's append. `hinted`: the Worker chose this object from the runner's `sessionId`
+    /// hint, not from the run's row, so the object takes the write only for the run whose claim it
+    /// holds, else answers [`SessionReply::Misrouted`] having done nothing.
     Append {
         task_id: String,
         holder: LeaseHolder,
         events: Vec<WireEvent>,
+        #[serde(default)]
+        hinted: bool,
     },
+    /// A runner's finish; `hinted` as for [`SessionCall::Append`].
     Finish {
         task_id: String,
         finish: WireFinish,
+        #[serde(default)]
+        hinted: bool,
     },
     Steer {
         task_id: String,
@@ -189,6 +197,14 @@ pub enum Lock {
 }
 
 impl SessionCall {
+    /// Marks a runner's write as routed by the runner's session hint, or not (other calls are
+    /// left as they are).
+    pub fn set_hinted(&mut self, value: bool) {
+        if let Self::Append { hinted, .. } | Self::Finish { hinted, .. } = self {
+            *hinted = value;
+        }
+    }
+
     pub fn lock(&self) -> Lock {
         match self {
             Self::Cancel { .. }
@@ -328,6 +344,9 @@ pub enum SessionReply {
         principal: Option<String>,
         role: Role,
     },
+    /// A hinted runner write reached an object that holds no claim of its run: nothing was done,
+    /// and the Worker routes it again by the run's row.
+    Misrouted,
     /// A caller's mistake or a refusal (4xx).
     Refused(ApiError),
     /// An infrastructure failure inside the object; the cause is logged by the Worker, never sent.
@@ -386,6 +405,7 @@ mod tests {
                     data: r#"{"delta":"é"}"#.into(),
                     event_id: Some("e1".into()),
                 }],
+                hinted: true,
             },
             SessionCall::Finish {
                 task_id: "T".into(),
@@ -400,6 +420,7 @@ mod tests {
                     error_code: None,
                     done_json: r#"{"status":"completed"}"#.into(),
                 },
+                hinted: false,
             },
             SessionCall::Steer {
                 task_id: "T".into(),
@@ -570,6 +591,7 @@ mod tests {
             SessionReply::Noted {
                 claim_released: true,
             },
+            SessionReply::Misrouted,
             SessionReply::Flushed { written: true },
             SessionReply::SessionDeleted {
                 session_id: "S".into(),

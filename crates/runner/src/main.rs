@@ -330,6 +330,9 @@ const BEAT_EVERY: Duration = Duration::from_secs(1);
 struct Run<'a> {
     client: &'a Client,
     task_id: String,
+    /// The session the lease named: sent with appends and the finish as a routing hint (it spares
+    /// the server looking the run's session up).
+    session_id: Value,
     epoch: i64,
     text: String,
     next_event: u64,
@@ -409,7 +412,7 @@ impl Run<'_> {
         }
         match self.client.post(
             &self.path("events"),
-            json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "events": events}),
+            self.hinted(json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "events": events})),
         )? {
             Reply::LeaseLost => Ok(Some(Outcome::LeaseLost)),
             Reply::Ok(v) => {
@@ -501,6 +504,14 @@ impl Run<'_> {
         Ok(Outcome::Completed(std::mem::take(&mut self.text)))
     }
 
+    /// `body` with the lease's session as its routing hint (none when the lease named none).
+    fn hinted(&self, mut body: Value) -> Value {
+        if self.session_id.is_string() {
+            body["sessionId"] = self.session_id.clone();
+        }
+        body
+    }
+
     fn finish(&self, outcome: Outcome) -> Result<(), String> {
         let body = match outcome {
             Outcome::LeaseLost | Outcome::Parked => return Ok(()),
@@ -514,7 +525,9 @@ impl Run<'_> {
                 json!({"runnerId": self.client.cfg.runner_id, "leaseEpoch": self.epoch, "status": "cancelled", "error": "cancelled by user"})
             }
         };
-        self.client.post(&self.path("finish"), body).map(|_| ())
+        self.client
+            .post(&self.path("finish"), self.hinted(body))
+            .map(|_| ())
     }
 }
 
@@ -537,6 +550,7 @@ fn worker(cfg: Config, index: usize) {
         let mut run = Run {
             client: &client,
             task_id: lease["taskId"].as_str().unwrap_or_default().to_owned(),
+            session_id: lease["sessionId"].clone(),
             epoch: lease["leaseEpoch"].as_i64().unwrap_or_default(),
             text: String::new(),
             next_event: 0,
