@@ -179,7 +179,10 @@ pub(super) async fn session_of(cx: &Cx, task_id: &TaskId) -> Result<String, Fail
 /// one the runner's `sessionId` hint names (marked hinted: that object takes it only for the run it
 /// holds the claim of, which proves the hint), else, or when the hint proved wrong, the one the
 /// run's row names. A right hint spares the row's D1 read; a wrong one costs an object call more
-/// and changes nothing.
+/// (in that object: its lock, and the settling of an admission it may have pending) and changes
+/// nothing of the run. Only a write the hinted object carried out (appended or finished) proves
+/// the hint enough to remember it: any other answer may come before the object's claim check (a
+/// failure settling, or reading its state), so it is returned as it is and nothing is remembered.
 async fn to_session(
     cx: &Cx,
     task_id: &TaskId,
@@ -189,9 +192,13 @@ async fn to_session(
     if let (None, Some(hint)) = (remembered(task_id), hint) {
         call.set_hinted(true);
         let answer = client::call(cx, hint.as_str(), &call).await?;
-        if !matches!(answer, client::Answer::Reply(SessionReply::Misrouted)) {
-            remember(task_id, hint.as_str());
-            return Ok((hint.as_str().to_owned(), answer));
+        match &answer {
+            client::Answer::Reply(SessionReply::Misrouted) => {}
+            client::Answer::Reply(SessionReply::Appended { .. } | SessionReply::Finished(_)) => {
+                remember(task_id, hint.as_str());
+                return Ok((hint.as_str().to_owned(), answer));
+            }
+            _ => return Ok((hint.as_str().to_owned(), answer)),
         }
         call.set_hinted(false);
     }

@@ -193,6 +193,34 @@ fn steer_messages_arrive_once_and_in_order() {
 }
 
 #[test]
+fn steer_messages_queued_before_a_runner_leases_a_run_of_quick_steps_are_injected_before_its_text()
+{
+    // No runner yet: the run waits in its queue, running and unheld, and takes steer messages.
+    let (task, _) = submit("say one\nsay two\nsay three");
+    for m in ["early", "earlier still"] {
+        let r = client().post_json(&format!("/v1/runs/{task}/steer"), &json!({"message": m}));
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    let _runner = Runner::start();
+    wait_until(&task, "completion", |r| r["status"] == "completed");
+    // The lease said two messages wait, so the runner's first step began with a heartbeat; later
+    // quick steps, told by each append that nothing waits, began without one.
+    let kinds: Vec<String> = ledger(&task)
+        .into_iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kinds[..3],
+        ["steering_injected", "steering_injected", "text_delta"],
+        "{kinds:?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "steering_injected").count(),
+        2
+    );
+}
+
+#[test]
 fn a_failing_script_finishes_failed_with_its_message() {
     let _runner = Runner::start();
     let (task, _) = submit("say partial\nfail the tool crashed");

@@ -90,7 +90,6 @@ pub fn waited(run: &RunRow, now: i64, s: &Staleness) -> Answer {
     }
 }
 
-/// An appended batch: `{seqs}` in order.
 /// An append's answer: its seqs, and what waits for the lease holder as the append left the run (a
 /// runner told nothing waits may skip its next heartbeat: the append was proof of life).
 pub fn appended(seqs: &[i64], cancel_requested: bool, steer_pending: i64) -> Answer {

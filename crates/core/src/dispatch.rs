@@ -258,8 +258,9 @@ impl Offers {
 }
 
 /// The lease as the runner receives it: `{taskId, sessionId, leaseEpoch, objective, meta, lastSeq,
-/// resume?}`; a resumed run's `resume` names the gate, the decision, and its `reason` (or a plan
-/// review's `feedback`).
+/// cancelRequested, steerPending, resume?}`; a resumed run's `resume` names the gate, the decision,
+/// and its `reason` (or a plan review's `feedback`); the two counts say what already waits for the
+/// new holder, as an append's answer does.
 pub fn lease_body(l: &Lease) -> String {
     let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
     let mut body = serde_json::json!({
@@ -269,6 +270,8 @@ pub fn lease_body(l: &Lease) -> String {
         "objective": l.objective,
         "meta": meta,
         "lastSeq": l.last_seq,
+        "cancelRequested": l.waiting.cancel_requested,
+        "steerPending": l.waiting.steer_pending,
     });
     if let Some(r) = &l.resume {
         let note = if r.kind == "plan_review" {
@@ -449,8 +452,16 @@ mod tests {
             meta: "{}".into(),
             last_seq: 0,
             resume: None,
+            waiting: crate::store::Waiting {
+                cancel_requested: false,
+                steer_pending: 2,
+            },
         };
         let v: serde_json::Value = serde_json::from_str(&lease_frame(&l)).unwrap();
+        assert_eq!(
+            (&v["cancelRequested"], &v["steerPending"]),
+            (&false.into(), &2.into())
+        );
         assert_eq!(
             (v["type"].as_str(), v["taskId"].as_str()),
             (Some("lease"), Some("t"))
@@ -527,6 +538,7 @@ mod tests {
                 decision: "revise".into(),
                 reason: Some("shorter".into()),
             }),
+            waiting: crate::store::Waiting::NOTHING,
         };
         let v: serde_json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
         assert_eq!(v["resume"]["feedback"], "shorter");

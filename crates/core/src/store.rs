@@ -171,9 +171,10 @@ pub enum Appended {
     LeaseLost,
 }
 
-/// What waits for a run's lease holder, as a write of its read it: a cancel request, and steer
-/// messages its next heartbeat takes. A holder told nothing waits needs no heartbeat to learn it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What waits for a run's lease holder, as its lease or a write of it read the run: a cancel
+/// request, and steer messages its next heartbeat takes. A holder told nothing waits needs no
+/// heartbeat to learn it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Waiting {
     pub cancel_requested: bool,
     /// Undelivered steer messages.
@@ -201,6 +202,8 @@ pub struct Lease {
     /// The decision this run resumes from (its latest resolved gate), `None` for a run never parked.
     /// Every lease of the run carries it until the run parks again.
     pub resume: Option<Resume>,
+    /// What already waits for the new holder: a cancel, steer messages queued before the lease.
+    pub waiting: Waiting,
 }
 
 /// A leasable run (`running`, no holder) as a queue's dispatcher sees it.
@@ -437,7 +440,7 @@ pub trait RunReadStore {
 pub trait LedgerStore {
     /// Appends under the lease fence (epoch and holder); also refreshes `heartbeat_at` and
     /// acknowledges the lease. A duplicate `event_id` refuses the whole batch
-    /// (`DbError::Duplicate { table: "run_event" }`). No events: `Seqs([])` without a query.
+    /// (`DbError::Duplicate { table: "run_event" }`). No events: `Seqs([], Waiting::NOTHING)` without a query (unread, not the run's).
     async fn append_events(&self, a: &Append<'_>) -> Result<Appended>;
     /// The runner's terminal write with its `done` event, fenced by epoch and holder, one round
     /// trip: the run as the write left it (its `last_seq` is the `done` event's seq), or `None` =
@@ -1046,7 +1049,7 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             return Ok(Appended::LeaseLost);
         }
         if a.events.is_empty() {
-            // Nothing written and nothing read: the caller learns nothing of the run.
+            // Nothing written and nothing read: `Waiting::NOTHING` here is unread, not the run's.
             return Ok(Appended::Seqs(Vec::new(), Waiting::NOTHING));
         }
         let out = self.exec.batch(&event_sql::append(self.d(), a)).await?;
@@ -1199,6 +1202,10 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             meta: get_str(r, "meta").map_err(corrupt)?,
             last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
             resume,
+            waiting: Waiting {
+                cancel_requested: get_i64(r, "cancel_requested").map_err(corrupt)? != 0,
+                steer_pending: get_i64(r, "steer_pending").map_err(corrupt)?,
+            },
         }))
     }
 

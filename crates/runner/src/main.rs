@@ -555,10 +555,17 @@ fn worker(cfg: Config, index: usize) {
             text: String::new(),
             next_event: 0,
             heard: Instant::now(),
-            steer_waits: false,
+            // The lease says what already waits (steer messages queued while the run waited for a
+            // runner: the first step's heartbeat takes them); a server that does not say is
+            // asked by that heartbeat.
+            steer_waits: lease
+                .get("steerPending")
+                .is_none_or(|n| n.as_i64().unwrap_or(0) > 0),
         };
         let steps = script::parse(lease["objective"].as_str().unwrap_or_default());
         let outcome = match lease.get("resume").filter(|r| !r.is_null()) {
+            // Cancelled before this runner got it: nothing to run.
+            _ if lease["cancelRequested"] == true => Ok(Outcome::Cancelled),
             None => run.execute(&steps, 0, None),
             Some(resume) => match script::resumption(&steps, resume) {
                 Ok(r) => run.execute(&steps, r.next, Some(&r.say)),

@@ -110,13 +110,18 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
              heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
             vec![task_id.into(), runner_id.into(), now.into()],
         ),
+        // With what already waits for the new holder (as an append reads it): a cancel, steer
+        // messages queued while the run waited for a runner.
         Stmt::pick(
             d,
-            "SELECT task_id, session_id, lease_epoch, objective, meta, last_seq FROM task_run \
-             WHERE task_id = ?1 AND held_by = ?2",
-            "SELECT task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq FROM task_run \
-             WHERE task_id = $1 AND held_by = $2",
-            "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq \
+            "SELECT task_id, session_id, lease_epoch, objective, meta, last_seq, cancel_requested, \
+             (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending \
+             FROM task_run WHERE task_id = ?1 AND held_by = ?2",
+            "SELECT task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq, cancel_requested, \
+             (SELECT COUNT(*) FROM steer_message WHERE task_id = $1 AND delivered_at IS NULL) AS steer_pending \
+             FROM task_run WHERE task_id = $1 AND held_by = $2",
+            "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq, cancel_requested, \
+             (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending \
              FROM task_run WHERE task_id = ?1 AND held_by = ?2",
             vec![task_id.into(), runner_id.into()],
         ),

@@ -1615,6 +1615,7 @@ every_dialect!(
     a_heartbeat_in_the_same_millisecond_keeps_the_lease,
     heartbeats_carry_the_cancel_request,
     an_append_tells_its_holder_of_a_cancel_request_and_of_steer_messages_waiting,
+    a_lease_tells_its_runner_of_steer_messages_and_a_cancel_that_came_before_it,
     steer_messages_are_delivered_once_in_order,
     steer_is_refused_when_the_run_is_not_running,
     a_full_steer_queue_refuses_and_loses_nothing_queued,
@@ -1936,6 +1937,37 @@ async fn an_append_tells_its_holder_of_a_cancel_request_and_of_steer_messages_wa
         append(&s, "t1", e, "r1", &one, NOW + 8).await.unwrap(),
         Appended::Seqs(vec![4], said(true, 0)),
         "a held run is only flagged, and its holder learns it from its next write"
+    );
+}
+
+async fn a_lease_tells_its_runner_of_steer_messages_and_a_cancel_that_came_before_it<F: Fixture>(
+    fx: &F,
+) {
+    let s = fx.store();
+    admit(&s, "t1", "s1", None, NOW).await;
+    assert_eq!(steer(&s, "t1", "queued early", NOW + 1).await, Some(1));
+    let first = s.lease_run("t1", "r1", NOW + 2).await.unwrap().unwrap();
+    assert_eq!(
+        first.waiting,
+        Waiting {
+            cancel_requested: false,
+            steer_pending: 1
+        }
+    );
+    // A held run is only flagged by a cancel; its unacknowledged lease goes back, and the next
+    // holder learns of the cancel from its lease.
+    s.cancel("t1", NOW + 3).await.unwrap();
+    assert!(s
+        .release_lease("t1", "r1", first.lease_epoch, NOW + 4)
+        .await
+        .unwrap());
+    let second = s.lease_run("t1", "r2", NOW + 5).await.unwrap().unwrap();
+    assert_eq!(
+        second.waiting,
+        Waiting {
+            cancel_requested: true,
+            steer_pending: 1
+        }
     );
 }
 
