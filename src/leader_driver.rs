@@ -175,6 +175,7 @@ fn child_input(view: &LeaderView, child: &LeaderChild) -> Result<AdmitInput, Fai
         meta: child.meta_json.clone(),
         idempotency: None,
         queue: sema_core::queue::default_queue(),
+        key_unread: false,
     })
 }
 

@@ -6,7 +6,7 @@ use super::{
     body::json_body,
     error::json,
     runner::session_of,
-    runs::{admit_input, ask_then_drive, visible_run},
+    runs::{admit_input, ask_then_drive, visible_run, KeyLookup},
 };
 use crate::incoming::Incoming;
 use crate::{config, cx::Cx, failure::Failure, platform};
@@ -129,7 +129,17 @@ pub async fn wake(
         .map_err(|e| ApiError::invalid_request(format!("invalid wake body: {e}")))?;
     let submit = submit.validate()?;
     let scope = decide_scope(cx, principal, DecidePath::Wake, session_id.as_str()).await?;
-    let Ok(input) = admit_input(cx, principal, submit, None, "POST wake", &body).await? else {
+    let Ok(input) = admit_input(
+        cx,
+        principal,
+        submit,
+        None,
+        "POST wake",
+        &body,
+        KeyLookup::InWorker,
+    )
+    .await?
+    else {
         return Err(Failure::Infra("a wake carries no idempotency key".into()));
     };
     let call = SessionCall::Decide {

@@ -102,18 +102,37 @@ impl SessionDo {
     ///
     /// `point`: where a submission that finds the session free may commit (see
     /// [`SessionDo::commit_in_object`]); D1 for every form but the plain one.
+    ///
+    /// A submission whose key the Worker did not look up (`AdmitInput::key_unread`) and whose
+    /// answer is a refusal (a 409, a 404, a 422 of its own batch) is answered by its key instead
+    /// when D1 has the key bound: a bound key answers before anything else, as when the Worker
+    /// looks it up first. A fresh admission needs no look (its own batch inserted the key, which a
+    /// bound key would have refused whole), nor does the holder's own key (memory has its answer).
+    /// The look is one D1 read, outside the lock.
     pub(super) async fn submit(
         &self,
         cx: &Cx,
         input: &AdmitInput,
         point: CommitPoint,
     ) -> Result<Admission, Refusal> {
-        if let Some(answer) = self.answer_from_memory(input) {
-            return answer;
+        let outcome = match self.answer_from_memory(input) {
+            Some(answer) => answer,
+            None => {
+                let _serialised = self.lock.lock().await;
+                self.settle(cx).await?;
+                self.admit_at(cx, input, point).await
+            }
+        };
+        match (&outcome, &input.idempotency) {
+            (
+                Err(Refusal::Conflict(_) | Refusal::Failed(Failure::Api(_))),
+                Some((key, fingerprint)),
+            ) if input.key_unread => match cx.store()?.idempotency(key).await? {
+                Some(bound) => Ok(bound.answer(fingerprint)?.into()),
+                None => outcome,
+            },
+            _ => outcome,
         }
-        let _serialised = self.lock.lock().await;
-        self.settle(cx).await?;
-        self.admit_at(cx, input, point).await
     }
 
     fn answer_from_memory(&self, input: &AdmitInput) -> Option<Result<Admission, Refusal>> {

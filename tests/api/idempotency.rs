@@ -158,3 +158,66 @@ fn a_key_raced_from_several_sessions_admits_one_run_and_the_losers_leave_nothing
         }
     }
 }
+
+/// The D1 round trips a response reports (`x-sema-d1: round-trips=N; statements=M`).
+#[track_caller]
+fn round_trips(r: &crate::helpers::Resp) -> u32 {
+    let header = r.header("x-sema-d1").expect("an x-sema-d1 header");
+    header
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("round-trips="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("x-sema-d1 without round-trips: {header}"))
+}
+
+#[test]
+fn a_keyed_admission_costs_its_batch_alone_and_a_bound_key_still_answers_before_a_held_session() {
+    let c = Client::anonymous();
+    let key = unique("key");
+    let session = unique("keyed");
+    let body = json!({"sessionId": session, "objective": "once"});
+    let first = keyed(&c, &key, body.clone());
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(
+        round_trips(&first),
+        1,
+        "the key is written by the admission's batch, not looked up first"
+    );
+    // The holder's own key is answered from the session object's memory.
+    let again = keyed(&c, &key, body.clone());
+    assert_eq!(
+        (again.status, again.body.as_str()),
+        (202, first.body.as_str())
+    );
+    assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    // Once another run holds the session, the key still answers for its own run (a replay, or
+    // 422 for another body), never with the other run's 409.
+    assert_eq!(c.cancel(&first.admitted()).json()["status"], "cancelled");
+    let holder = c.submit(&session, json!({})).admitted();
+    let replay = keyed(&c, &key, body.clone());
+    assert_eq!(
+        (replay.status, replay.body.as_str()),
+        (202, first.body.as_str())
+    );
+    assert_eq!(replay.header("idempotency-replayed"), Some("true"));
+    keyed(
+        &c,
+        &key,
+        json!({"sessionId": session, "objective": "other"}),
+    )
+    .assert_refusal(422, "idempotency.key_reused");
+    // And before another principal's session, which is otherwise a 404.
+    let foreign = unique("foreign");
+    Client::as_principal("someone-else")
+        .submit(&foreign, json!({}))
+        .admitted();
+    keyed(&c, &key, json!({"sessionId": foreign, "objective": "once"}))
+        .assert_refusal(422, "idempotency.key_reused");
+    // An unbound key into the held session is the holder's 409, and stays unbound.
+    let fresh = unique("key");
+    assert_eq!(keyed(&c, &fresh, body.clone()).status, 409);
+    assert_eq!(c.cancel(&holder).json()["status"], "cancelled");
+    let later = keyed(&c, &fresh, body);
+    assert_eq!(later.status, 202, "{}", later.body);
+    assert!(later.header("idempotency-replayed").is_none());
+}

@@ -141,6 +141,12 @@ pub struct AdmitInput {
     pub meta: String,
     /// `(scoped_key, fingerprint)` when the request carried an `Idempotency-Key`.
     pub idempotency: Option<(String, String)>,
+    /// The Worker did not look the key up before calling (a plain submit with a key and a
+    /// server-minted task id): a bound key answers before anything else, so the object reads the
+    /// key's binding before any answer other than a fresh admission, the holder's own key, or the
+    /// binding its own batch ran into. A fresh keyed admission thus costs its batch alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub key_unread: bool,
     /// The named task queue the run is leased from (a safe id). Absent in a stored or sent shape
     /// from before queues: [`crate::queue::DEFAULT_QUEUE`].
     #[serde(default = "crate::queue::default_queue")]
@@ -426,6 +432,7 @@ mod tests {
             meta: "{}".into(),
             idempotency: key.map(|(k, f)| (k.into(), f.into())),
             queue: crate::queue::DEFAULT_QUEUE.into(),
+            key_unread: false,
         }
     }
 

@@ -370,6 +370,7 @@ mod tests {
             meta: "{}".into(),
             idempotency: Some(("k".into(), "f".into())),
             queue: "gpu".into(),
+            key_unread: true,
         }
     }
 
