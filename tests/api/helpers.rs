@@ -105,6 +105,17 @@ impl Resp {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The D1 round trips the response reports (`x-sema-d1: round-trips=N; statements=M`).
+    #[track_caller]
+    pub fn round_trips(&self) -> u32 {
+        let header = self.header("x-sema-d1").expect("an x-sema-d1 header");
+        header
+            .split(';')
+            .find_map(|p| p.trim().strip_prefix("round-trips="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("x-sema-d1 without round-trips: {header}"))
+    }
+
     /// Asserts a refusal: the status, the code, and the `{error, errorCode}` shape.
     pub fn assert_refusal(&self, status: u16, code: &str) -> Value {
         assert_eq!(

@@ -159,17 +159,6 @@ fn a_key_raced_from_several_sessions_admits_one_run_and_the_losers_leave_nothing
     }
 }
 
-/// The D1 round trips a response reports (`x-sema-d1: round-trips=N; statements=M`).
-#[track_caller]
-fn round_trips(r: &crate::helpers::Resp) -> u32 {
-    let header = r.header("x-sema-d1").expect("an x-sema-d1 header");
-    header
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("round-trips="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("x-sema-d1 without round-trips: {header}"))
-}
-
 #[test]
 fn a_keyed_admission_costs_its_batch_alone_and_a_bound_key_still_answers_before_a_held_session() {
     let c = Client::anonymous();
@@ -179,7 +168,7 @@ fn a_keyed_admission_costs_its_batch_alone_and_a_bound_key_still_answers_before_
     let first = keyed(&c, &key, body.clone());
     assert_eq!(first.status, 202, "{}", first.body);
     assert_eq!(
-        round_trips(&first),
+        first.round_trips(),
         1,
         "the key is written by the admission's batch, not looked up first"
     );

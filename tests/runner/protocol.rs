@@ -1,4 +1,3 @@
-use crate::queues::round_trips;
 use crate::sse::{client, lease, ledger, read_sse, run, runner_client, submit};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -273,12 +272,12 @@ fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_t
             json!({"sessionId": right_session}),
         ),
     );
-    assert_eq!(round_trips(&first), 1, "the hint spared the lookup");
+    assert_eq!(first.round_trips(), 1, "the hint spared the lookup");
     write(&right, "finish", with(holder(epoch), completed.clone()));
     // No hint: the first write looks the run's session up, one round trip more.
     let (plain, _, epoch) = leased("not hinted");
     let first = write(&plain, "events", with(holder(epoch), one_event.clone()));
-    assert_eq!(round_trips(&first), 2, "the lookup, then the append");
+    assert_eq!(first.round_trips(), 2, "the lookup, then the append");
     write(&plain, "finish", with(holder(epoch), completed.clone()));
 
     // A finish hinted at a session no one ever used still ends the run in its own session's

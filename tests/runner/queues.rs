@@ -181,17 +181,6 @@ impl Site {
     }
 }
 
-/// The D1 round trips a response reports (`x-sema-d1: round-trips=N; statements=M`).
-#[track_caller]
-pub(crate) fn round_trips(r: &Resp) -> u32 {
-    let header = r.header("x-sema-d1").expect("an x-sema-d1 header");
-    header
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("round-trips="))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("x-sema-d1 without round-trips: {header}"))
-}
-
 /// A lease's task id.
 fn task_of(l: &Value) -> &str {
     l["taskId"].as_str().unwrap_or_default()
@@ -205,18 +194,18 @@ fn a_run_admitted_while_a_runner_waits_reaches_it_for_one_d1_round_trip_and_an_i
     // A new dispatcher reads its queue's backlog once.
     let first = site.lease("meter", &queue, 100);
     assert_eq!(first.status, 204, "{}", first.body);
-    assert_eq!(round_trips(&first), 1, "the first call's backlog read");
+    assert_eq!(first.round_trips(), 1, "the first call's backlog read");
     assert_eq!(site.stats(&queue)["cold"], false);
     // Warm: an empty wait costs nothing.
     let start = Instant::now();
     let idle = site.lease("meter", &queue, 400);
     assert_eq!(idle.status, 204, "{}", idle.body);
     assert!(start.elapsed() >= Duration::from_millis(350), "no wait");
-    assert_eq!(round_trips(&idle), 0, "a warm dispatcher's empty wait");
+    assert_eq!(idle.round_trips(), 0, "a warm dispatcher's empty wait");
     // A poll is one indexed query.
     let poll = site.lease("meter", &queue, 0);
     assert_eq!(poll.status, 204, "{}", poll.body);
-    assert_eq!(round_trips(&poll), 1, "a poll");
+    assert_eq!(poll.round_trips(), 1, "a poll");
     // A runner waits; a run is admitted; the runner gets it at once, for its one lease write.
     let waiter = site.wait_on_thread("meter", &queue, 10_000);
     site.await_stat(&queue, "waiters", 1);
@@ -231,7 +220,7 @@ fn a_run_admitted_while_a_runner_waits_reaches_it_for_one_d1_round_trip_and_an_i
         "leased {:?} after the admission",
         at - admitted_at
     );
-    assert_eq!(round_trips(&r), 1, "a wait that got a run");
+    assert_eq!(r.round_trips(), 1, "a wait that got a run");
     assert_eq!(site.run(&task)["heldBy"], "meter");
     site.finish_lease(&l, "meter");
 }
@@ -254,7 +243,7 @@ fn a_run_admitted_while_no_runner_waits_goes_to_the_next_runner_that_arrives() {
         start.elapsed()
     );
     assert_eq!(task_of(&r.json()), task);
-    assert_eq!(round_trips(&r), 1, "from memory: the lease write only");
+    assert_eq!(r.round_trips(), 1, "from memory: the lease write only");
     assert_eq!(site.stats(&queue)["backlog"], 0);
     site.finish_lease(&r.json(), "latecomer");
 }
@@ -656,7 +645,7 @@ fn a_run_resumed_after_a_gate_decision_reaches_a_runner_already_waiting() {
         l["resume"],
         json!({"gate": {"kind": "human", "card": card}, "decision": "approve", "reason": "go ahead"})
     );
-    assert_eq!(round_trips(&r), 1, "a wait that got a run");
+    assert_eq!(r.round_trips(), 1, "a wait that got a run");
     site.beat(&task, "parker", epoch)
         .assert_refusal(409, "lease_lost");
     site.finish_lease(&l, "resumer");
