@@ -577,10 +577,21 @@ fn cost(ctx: &Ctx) {
     );
     report("conflicting submit (409)", s, &m);
     let keyed = json!({"sessionId": unique("cost"), "objective": "x"});
-    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed.clone()), Some("k1"));
+    let (s, m, v) = call("POST", "/v1/runs", None, Some(keyed.clone()), Some("k1"));
     report("admission with Idempotency-Key", s, &m);
-    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed), Some("k1"));
+    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed.clone()), Some("k1"));
     report("idempotent replay (same key, same body)", s, &m);
+    // The same retry once its run has ended and its session is free again.
+    let keyed_task = v["taskId"].as_str().unwrap_or_default().to_owned();
+    call(
+        "POST",
+        &format!("/v1/runs/{keyed_task}/cancel"),
+        None,
+        None,
+        None,
+    );
+    let (s, m, _) = call("POST", "/v1/runs", None, Some(keyed), Some("k1"));
+    report("idempotent replay after its run ended", s, &m);
     let (s, m, _) = call("GET", &format!("/v1/runs/{task}"), None, None, None);
     report("read run", s, &m);
     // Leases until `task` is the one leased (at most 4 tries; nothing else is unheld on the bench

@@ -16,6 +16,7 @@ use sema_core::{
     },
     conflict::Conflict,
     dispatch::Ready,
+    error::ErrorCode,
     liveness::{self, Verdict},
     run::RunRow,
     session_protocol::SessionReply,
@@ -104,11 +105,14 @@ impl SessionDo {
     /// [`SessionDo::commit_in_object`]); D1 for every form but the plain one.
     ///
     /// A submission whose key the Worker did not look up (`AdmitInput::key_unread`) and whose
-    /// answer is a refusal (a 409, a 404, a 422 of its own batch) is answered by its key instead
-    /// when D1 has the key bound: a bound key answers before anything else, as when the Worker
-    /// looks it up first. A fresh admission needs no look (its own batch inserted the key, which a
-    /// bound key would have refused whole), nor does the holder's own key (memory has its answer).
-    /// The look is one D1 read, outside the lock.
+    /// answer is a refusal (a 409, a 404) is answered by its key instead when D1 has the key
+    /// bound: a bound key's answer comes before any other, as when the Worker looks it up first.
+    /// A fresh admission needs no look (its own batch inserted the key, which a bound key would
+    /// have refused whole), nor does an answer that already is the key's (the holder's own key
+    /// from memory, the binding the batch ran into, their 422). The look is one D1 read, outside
+    /// the lock. What the object did before it (remembering a live holder or a foreign owner,
+    /// releasing a dead holder's claim) is true whatever the key says; an infrastructure failure
+    /// before it is answered as such (a 5xx where the Worker's read would have replayed).
     pub(super) async fn submit(
         &self,
         cx: &Cx,
@@ -123,14 +127,20 @@ impl SessionDo {
                 self.admit_at(cx, input, point).await
             }
         };
-        match (&outcome, &input.idempotency) {
-            (
-                Err(Refusal::Conflict(_) | Refusal::Failed(Failure::Api(_))),
-                Some((key, fingerprint)),
-            ) if input.key_unread => match cx.store()?.idempotency(key).await? {
-                Some(bound) => Ok(bound.answer(fingerprint)?.into()),
-                None => outcome,
-            },
+        // A 422 already is the key's own answer (from memory, or from the binding its batch ran
+        // into): nothing more to read.
+        let refused = match &outcome {
+            Err(Refusal::Conflict(_)) => true,
+            Err(Refusal::Failed(Failure::Api(e))) => e.code() != ErrorCode::KeyReused.code(),
+            _ => false,
+        };
+        match (refused, &input.idempotency) {
+            (true, Some((key, fingerprint))) if input.key_unread => {
+                match cx.store()?.idempotency(key).await? {
+                    Some(bound) => Ok(bound.answer(fingerprint)?.into()),
+                    None => outcome,
+                }
+            }
             _ => outcome,
         }
     }

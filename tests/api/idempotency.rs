@@ -179,6 +179,7 @@ fn a_keyed_admission_costs_its_batch_alone_and_a_bound_key_still_answers_before_
         (202, first.body.as_str())
     );
     assert_eq!(again.header("idempotency-replayed"), Some("true"));
+    assert_eq!(again.round_trips(), 0, "from memory");
     // Once another run holds the session, the key still answers for its own run (a replay, or
     // 422 for another body), never with the other run's 409.
     assert_eq!(c.cancel(&first.admitted()).json()["status"], "cancelled");

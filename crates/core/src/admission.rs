@@ -142,9 +142,10 @@ pub struct AdmitInput {
     /// `(scoped_key, fingerprint)` when the request carried an `Idempotency-Key`.
     pub idempotency: Option<(String, String)>,
     /// The Worker did not look the key up before calling (a plain submit with a key and a
-    /// server-minted task id): a bound key answers before anything else, so the object reads the
-    /// key's binding before any answer other than a fresh admission, the holder's own key, or the
-    /// binding its own batch ran into. A fresh keyed admission thus costs its batch alone.
+    /// server-minted task id): a bound key's answer comes before any other, so the object reads
+    /// the key's binding before answering a refusal (a 409, a 404); a fresh admission, the
+    /// holder's own key, the binding its own batch ran into and their 422 need no read. A fresh
+    /// keyed admission thus costs its batch alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub key_unread: bool,
     /// The named task queue the run is leased from (a safe id). Absent in a stored or sent shape

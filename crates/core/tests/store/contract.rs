@@ -462,6 +462,10 @@ async fn a_key_bound_by_another_admission_is_observed_not_duplicated<F: Fixture>
     }
     assert!(s.get_run("t2").await.unwrap().is_none());
     assert_eq!(holder_of(&s, "s2").await, None);
+    assert!(
+        s.get_session("s2").await.unwrap().is_none(),
+        "the refused batch left no session row either"
+    );
 }
 
 async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>(fx: &F) {
