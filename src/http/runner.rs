@@ -249,6 +249,6 @@ pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Respons
         },
         hinted: false,
     };
-    let (session, answer) = to_session(cx, task_id, f.session.clone(), call).await?;
+    let (session, answer) = to_session(cx, task_id, f.session, call).await?;
     super::runs::drive_after(cx, &session, reply::render(cx, answer)?).await
 }

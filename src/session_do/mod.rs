@@ -172,6 +172,13 @@ impl SessionDo {
             }
             Lock::Admission | Lock::Free => None,
         };
+        // A write routed by the runner's hint is taken only for the run whose claim this object
+        // holds (`SessionCall::Append`'s doc).
+        if let Some(task_id) = call.hinted_task() {
+            if !self.holds_claim_of(task_id).await? {
+                return Ok(Outcome::Reply(SessionReply::Misrouted));
+            }
+        }
         let reply = match call {
             SessionCall::Admit(input) => match self.submit(cx, &input, self.commit_point).await {
                 Ok(admission) => SessionReply::Admitted(admission),
@@ -204,21 +211,13 @@ impl SessionDo {
                 session_id,
             } => self.cancel(cx, task_id, session_id).await?,
             SessionCall::Append {
-                task_id, hinted, ..
-            } if hinted && !self.holds_claim_of(&task_id).await? => SessionReply::Misrouted,
-            SessionCall::Finish {
-                task_id, hinted, ..
-            } if hinted && !self.holds_claim_of(&task_id).await? => SessionReply::Misrouted,
-            SessionCall::Append {
                 task_id,
                 holder,
                 events,
-                hinted: _,
+                ..
             } => self.append(cx, &task_id, holder, events).await?,
             SessionCall::Finish {
-                task_id,
-                finish,
-                hinted: _,
+                task_id, finish, ..
             } => self.finish(cx, &task_id, finish).await?,
             SessionCall::Steer { task_id, message } => self.steer(cx, task_id, &message).await?,
             SessionCall::RunEnded { task_id } => SessionReply::Noted {

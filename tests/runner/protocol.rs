@@ -252,6 +252,7 @@ fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_t
         }
         body
     };
+    let hinted = |body, session: &str| with(body, json!({"sessionId": session}));
     let one_event = json!({"events": [{"type": "x"}]});
     let completed = json!({"status": "completed"});
     let submit_into = |session: &str| {
@@ -267,10 +268,7 @@ fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_t
     let first = write(
         &right,
         "events",
-        with(
-            with(holder(epoch), one_event.clone()),
-            json!({"sessionId": right_session}),
-        ),
+        hinted(with(holder(epoch), one_event.clone()), &right_session),
     );
     assert_eq!(first.round_trips(), 1, "the hint spared the lookup");
     write(&right, "finish", with(holder(epoch), completed.clone()));
@@ -286,10 +284,7 @@ fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_t
     let done = write(
         &lone,
         "finish",
-        with(
-            with(holder(epoch), completed.clone()),
-            json!({"sessionId": "no-such-session"}),
-        ),
+        hinted(with(holder(epoch), completed.clone()), "no-such-session"),
     );
     assert_eq!(done.json()["status"], "completed");
     let again = submit_into(&lone_session);
@@ -314,10 +309,7 @@ fn a_runners_session_hint_spares_the_runs_lookup_and_a_wrong_one_still_reaches_t
     write(
         &task,
         "events",
-        with(
-            with(holder(epoch), one_event),
-            json!({"sessionId": other_session}),
-        ),
+        hinted(with(holder(epoch), one_event), &other_session),
     );
     write(&task, "finish", with(holder(epoch), completed));
     let frames = reader.join().unwrap();

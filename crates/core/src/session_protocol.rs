@@ -205,6 +205,24 @@ impl SessionCall {
         }
     }
 
+    /// The run of a runner's write routed by the runner's session hint; `None` for every other
+    /// call.
+    pub fn hinted_task(&self) -> Option<&str> {
+        match self {
+            Self::Append {
+                task_id,
+                hinted: true,
+                ..
+            }
+            | Self::Finish {
+                task_id,
+                hinted: true,
+                ..
+            } => Some(task_id),
+            _ => None,
+        }
+    }
+
     pub fn lock(&self) -> Lock {
         match self {
             Self::Cancel { .. }

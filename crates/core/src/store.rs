@@ -805,6 +805,15 @@ fn won<'o>(
         .ok_or_else(|| corrupt(format!("{what} vanished")))
 }
 
+/// What waits for a run's holder, from a row with `cancel_requested` and `steer_pending` (the
+/// heartbeat's, an append's and a lease's reads).
+fn waiting(row: &Row) -> Result<Waiting> {
+    Ok(Waiting {
+        cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
+        steer_pending: get_i64(row, "steer_pending").map_err(corrupt)?,
+    })
+}
+
 fn claim_holder(row: &Row) -> Result<ClaimHolder> {
     Ok(ClaimHolder {
         task_id: get_str(row, "task_id").map_err(corrupt)?,
@@ -1057,12 +1066,11 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             return Ok(Appended::LeaseLost);
         };
         let last = get_i64(row, "last_seq").map_err(corrupt)?;
-        let waiting = Waiting {
-            cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
-            steer_pending: get_i64(row, "steer_pending").map_err(corrupt)?,
-        };
         let n = a.events.len() as i64;
-        Ok(Appended::Seqs((last - n + 1..=last).collect(), waiting))
+        Ok(Appended::Seqs(
+            (last - n + 1..=last).collect(),
+            waiting(row)?,
+        ))
     }
 
     async fn finish_run(&self, f: &Finish<'_>) -> Result<Option<RunRow>> {
@@ -1202,10 +1210,7 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             meta: get_str(r, "meta").map_err(corrupt)?,
             last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
             resume,
-            waiting: Waiting {
-                cancel_requested: get_i64(r, "cancel_requested").map_err(corrupt)? != 0,
-                steer_pending: get_i64(r, "steer_pending").map_err(corrupt)?,
-            },
+            waiting: waiting(r)?,
         }))
     }
 
@@ -1244,8 +1249,10 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
         else {
             return Ok(None);
         };
-        let cancel_requested = get_i64(fenced, "cancel_requested").map_err(corrupt)? != 0;
-        let steer_pending = get_i64(fenced, "steer_pending").map_err(corrupt)?;
+        let Waiting {
+            cancel_requested,
+            steer_pending,
+        } = waiting(fenced)?;
         let mut steer = vec![];
         for r in out
             .get(runner_sql::HEARTBEAT_STEER)
