@@ -69,6 +69,30 @@ async function admitBatch(db, id, runner = null) {
   ]);
 }
 
+/**
+ * The product's own admission batch (`run_sql::admit` for a submit without a key, SQLite text): the
+ * session upsert, the run row and the claim, each conditional on the session's owner, into the
+ * product's schema with its indexes (applied to this Worker's D1 from `schema/sqlite`).
+ */
+async function schemaBatch(db, id) {
+  const now = Date.now();
+  await db.batch([
+    db.prepare(
+      "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) " +
+        "ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at WHERE session.owner IS excluded.owner",
+    ).bind(id, null, now),
+    db.prepare(
+      "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, " +
+        "heartbeat_at, created_at, updated_at, queue) SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 " +
+        "WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
+    ).bind(id, id, null, "floor", "bench", "bench", "{}", now, "default"),
+    db.prepare(
+      "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 " +
+        "WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
+    ).bind(id, id, now, null),
+  ]);
+}
+
 async function appendBatch(db, run, seq) {
   await ensureTables(db);
   await db.batch([
@@ -166,6 +190,15 @@ export class FloorDo extends DurableObject {
       case "/do-d1-storage-alarm":
         await this.admit(id);
         return OK;
+      case "/schema-alarm":
+      case "/schema-alarm-queue": {
+        await schemaBatch(this.env.DB, id);
+        const unconfirmed = { allowUnconfirmed: true };
+        await this.state.storage.put("state", "{\"claim\":\"x\"}", unconfirmed);
+        await this.state.storage.setAlarm(Date.now() + 3_600_000, unconfirmed);
+        if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer", null, id).catch(() => {});
+        return OK;
+      }
       default:
         return [404, "no such part"];
     }

@@ -7,22 +7,22 @@
 //! is) and `warm` (each client thread keeps one live object of its own, touched once before the
 //! clock starts). D1 ids are unique per request, so every batch inserts.
 
-use crate::{emit, percentile, unique};
+use crate::{emit, percentile, unique, LEVELS};
 use serde_json::json;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// (route, whether it goes through an object).
-const PARTS: [(&str, bool); 6] = [
+const PARTS: [(&str, bool); 8] = [
     ("health", false),
     ("d1", false),
     ("do", true),
     ("do-storage", true),
     ("do-d1-storage", true),
     ("do-d1-storage-alarm", true),
+    ("schema-alarm", true),
+    ("schema-alarm-queue", true),
 ];
-
-const LEVELS: [usize; 4] = [1, 8, 32, 128];
 
 fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) {
     let t = Instant::now();
@@ -38,7 +38,8 @@ fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) 
     (ok, t.elapsed().as_secs_f64() * 1000.0)
 }
 
-pub fn floor(url: &str, per_level: usize) {
+/// `only`: the parts to measure (all when empty).
+pub fn floor(url: &str, per_level: usize, only: &[String]) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(60))
         .build();
@@ -48,6 +49,9 @@ pub fn floor(url: &str, per_level: usize) {
         hit(&agent, url, "do-d1-storage", &format!("warmup-{i}"));
     }
     for (part, via_object) in PARTS {
+        if !only.is_empty() && !only.iter().any(|p| p == part) {
+            continue;
+        }
         let kinds: &[&str] = if via_object { &["new", "warm"] } else { &["-"] };
         for &kind in kinds {
             for conc in LEVELS {

@@ -9,6 +9,9 @@
 //! sema-bench --url URL conflict-under-appends [--writers 4] [--clients 4] [--per-client 50]
 //!                                                    409s into a held session, alone and during appends
 //! sema-bench --url URL session-object [--rounds N]  admission into a warm vs a new session object
+//! sema-bench --url URL beside-floor --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 3]
+//!                                    [--per-level 256] [--samples 100]
+//!                                                    our admission and the floor Worker's, interleaved
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
 //!                                                    leader runs: admission to settle, D1 per child
@@ -30,6 +33,7 @@
 //! except in `end-to-end`, where the reference runner (`sema-runner`, a child process) runs the runs.
 //! Bounded: every loop has a fixed count and every request a timeout; loopback only.
 
+mod beside_floor;
 mod conflict_load;
 mod end_to_end;
 mod floor;
@@ -287,7 +291,25 @@ fn admission_levels(
     accepted: u16,
     submit: impl Fn(&ureq::Agent) -> (u16, f64) + Sync,
 ) {
-    for conc in [1usize, 8, 32, 128] {
+    for conc in LEVELS {
+        let mut line = admission_level(conc, per_level, accepted, &submit);
+        line["scenario"] = json!(scenario);
+        emit(line);
+    }
+}
+
+/// The admission scenario's concurrency levels.
+const LEVELS: [usize; 4] = [1, 8, 32, 128];
+
+/// `per_level` submits (at least `conc`) from `conc` threads: the level's result line, without
+/// its scenario name.
+fn admission_level(
+    conc: usize,
+    per_level: usize,
+    accepted: u16,
+    submit: &(impl Fn(&ureq::Agent) -> (u16, f64) + Sync),
+) -> Value {
+    {
         let per_thread = per_level.max(conc) / conc;
         let start = Instant::now();
         let results: Vec<(u16, f64)> = std::thread::scope(|s| {
@@ -309,7 +331,6 @@ fn admission_levels(
         let elapsed = start.elapsed().as_secs_f64();
         let ok = results.iter().filter(|(s, _)| *s == accepted).count();
         let mut line = summary(results.iter().map(|(_, l)| *l).collect());
-        line["scenario"] = json!(scenario);
         line["concurrency"] = json!(conc);
         line["requests"] = json!(results.len());
         line["errors"] = json!(results.len() - ok);
@@ -320,7 +341,7 @@ fn admission_levels(
         }
         line["error_statuses"] = json!(statuses);
         line["per_s"] = json!(ok as f64 / elapsed);
-        emit(line);
+        line
     }
 }
 
@@ -879,6 +900,29 @@ enum Scenario {
     },
     /// D1 round trips and statements per operation.
     Cost,
+    /// Our admission and the floor Worker's (`bench/floor/`), interleaved on both Workers served at
+    /// once: per concurrency level, rounds measuring each side once in a rotating order; then
+    /// sequential admissions into a warm and a new object, the sides taking turns.
+    BesideFloor {
+        /// Base URL of the floor Worker.
+        #[arg(long)]
+        floor_url: String,
+        /// Our Worker's workerd pid (for CPU per admission).
+        #[arg(long)]
+        workerd_pid: Option<u32>,
+        /// The floor Worker's workerd pid.
+        #[arg(long)]
+        floor_workerd_pid: Option<u32>,
+        /// Rounds per concurrency level.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Submits per side, level and round.
+        #[arg(long, default_value_t = 256)]
+        per_level: usize,
+        /// Sequential admissions per side and object kind.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+    },
     /// Admission into a warm vs a new session object.
     SessionObject {
         /// Rounds, each one admission into a warm and one into a new session object.
@@ -994,6 +1038,9 @@ enum Scenario {
         /// Requests per part, object kind and level.
         #[arg(long, default_value_t = 256)]
         per_level: usize,
+        /// Only these parts (comma-separated route names); all when absent.
+        #[arg(long, value_delimiter = ',')]
+        parts: Vec<String>,
     },
     /// The floor of the other hot paths on the bench-only floor Worker (`bench/floor/`): 409s under
     /// simultaneous submits, append → stream receipt, submit → lease with a runner waiting
@@ -1094,6 +1141,21 @@ fn main() {
         Scenario::Cost => cost(&ctx),
         Scenario::Reaper { runs, stale } => reaper(&ctx, runs, stale),
         Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
+        Scenario::BesideFloor {
+            floor_url,
+            workerd_pid,
+            floor_workerd_pid,
+            rounds,
+            per_level,
+            samples,
+        } => {
+            let at = beside_floor::Sides {
+                floor: &floor_url,
+                ours_pid: workerd_pid,
+                floor_pid: floor_workerd_pid,
+            };
+            beside_floor::beside_floor(&ctx, &at, rounds, per_level, samples)
+        }
         Scenario::Leader {
             subtasks,
             concurrency,
@@ -1150,7 +1212,7 @@ fn main() {
         Scenario::PeerEndToEnd { runs, clients } => {
             end_to_end::peer_end_to_end(&ctx.url, runs, clients)
         }
-        Scenario::Floor { per_level } => floor::floor(&ctx.url, per_level),
+        Scenario::Floor { per_level, parts } => floor::floor(&ctx.url, per_level, &parts),
         Scenario::FloorPaths {
             sessions,
             contenders,

@@ -1,0 +1,158 @@
+//! `beside-floor`: our admission and its floor's, measured interleaved on two Workers served at
+//! once (ours at `--url`, the bench-only floor Worker at `--floor-url`), so that each figure and
+//! its floor are taken at the same moment of the machine. Measured minutes apart, as the floor
+//! scenario and the admission scenario are, the two drift by more than the overhead they are
+//! meant to show (the same floor part measured twice ten minutes apart differs by up to 30%).
+//!
+//! At each concurrency level, `rounds` rounds; each round measures every side once, in an order
+//! that rotates from round to round. Then sequential admissions, one per side in turn, into a warm
+//! object (the same session each time; ours cancels its run between, untimed) and into a new one.
+//!
+//! With the two Workers' workerd pids, each line also carries the CPU time its side's workerd
+//! spent per accepted admission (utime + stime over the level, D1 and the objects included: local
+//! D1 and every object run in the Worker's own workerd process): a figure the machine's other load
+//! moves far less than a rate does.
+//!
+//! Sides: `ours` (`POST /v1/runs` into a new session, no key); the floor Worker's
+//! `schema-alarm-queue` (the design that ships, in plain JavaScript: the product's own admission
+//! batch into its schema, storage and alarm written unconfirmed, the queue object told without
+//! waiting) and `do-d1-storage-alarm` (the bare parts: three inserts into tables without indexes,
+//! storage and alarm).
+
+use crate::queues::{clock_ticks, cpu_ticks};
+use crate::{admission_level, emit, percentile, timed_submit, unique, Ctx, LEVELS};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The floor Worker's parts set beside ours, the design's own first.
+const FLOOR_PARTS: [&str; 2] = ["schema-alarm-queue", "do-d1-storage-alarm"];
+
+/// One floor request into `object` (a new one when the name is new): (status, ms).
+fn floor_submit(agent: &ureq::Agent, floor: &str, part: &str, object: &str) -> (u16, f64) {
+    let t = Instant::now();
+    let status = match agent
+        .post(&format!("{floor}/{part}?o={object}&id={}", unique("bf")))
+        .send_string("")
+    {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(_) => 0,
+    };
+    (status, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// Where each side runs: the two base URLs and, when known, the two workerd pids.
+pub struct Sides<'a> {
+    pub floor: &'a str,
+    pub ours_pid: Option<u32>,
+    pub floor_pid: Option<u32>,
+}
+
+pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samples: usize) {
+    let floor = at.floor;
+    let ticks = clock_ticks();
+    let sides: Vec<&str> = std::iter::once("ours").chain(FLOOR_PARTS).collect();
+    for conc in LEVELS {
+        for round in 0..rounds {
+            for k in 0..sides.len() {
+                let side = sides[(round + k) % sides.len()];
+                let pid = if side == "ours" {
+                    at.ours_pid
+                } else {
+                    at.floor_pid
+                };
+                let cpu_before = pid.and_then(cpu_ticks);
+                let mut line = if side == "ours" {
+                    admission_level(conc, per_level, 202, &|agent: &ureq::Agent| {
+                        timed_submit(agent, &ctx.url, &unique("bfo"))
+                    })
+                } else {
+                    admission_level(conc, per_level, 200, &|agent: &ureq::Agent| {
+                        floor_submit(agent, floor, side, &unique("bfn"))
+                    })
+                };
+                let cpu = cpu_before.zip(pid.and_then(cpu_ticks));
+                let accepted =
+                    line["requests"].as_u64().unwrap_or(0) - line["errors"].as_u64().unwrap_or(0);
+                if let Some((before, after)) = cpu.filter(|_| accepted > 0) {
+                    line["cpu_ms_per_admission"] =
+                        json!((after - before) as f64 * 1000.0 / ticks / accepted as f64);
+                }
+                line["scenario"] = json!("beside-floor");
+                line["side"] = json!(side);
+                line["round"] = json!(round);
+                emit(line);
+            }
+        }
+    }
+    sequential(ctx, floor, &sides, samples);
+}
+
+/// `samples` sequential admissions per side and object kind, the sides taking turns.
+fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    let warm_session = unique("bfw");
+    let mut lat = vec![[vec![], vec![]]; sides.len()];
+    let mut errors = vec![0usize; sides.len()];
+    for i in 0..samples {
+        for k in 0..sides.len() {
+            let s = (i + k) % sides.len();
+            for (kind, warm) in [(0, true), (1, false)] {
+                let (status, ms) = match sides[s] {
+                    "ours" => {
+                        let session = if warm {
+                            warm_session.clone()
+                        } else {
+                            unique("bfs")
+                        };
+                        let t = Instant::now();
+                        let answer = ctx.post(
+                            "/v1/runs",
+                            None,
+                            json!({"sessionId": session, "objective": "x"}),
+                        );
+                        let ms = t.elapsed().as_secs_f64() * 1000.0;
+                        match answer["taskId"].as_str() {
+                            Some(task) => {
+                                if warm {
+                                    ctx.post(&format!("/v1/runs/{task}/cancel"), None, json!({}));
+                                }
+                                (202, ms)
+                            }
+                            None => (0, ms),
+                        }
+                    }
+                    part => {
+                        let object = if warm {
+                            format!("{warm_session}-{part}")
+                        } else {
+                            unique("bfs")
+                        };
+                        floor_submit(&agent, floor, part, &object)
+                    }
+                };
+                if !matches!(status, 200 | 202) {
+                    errors[s] += 1;
+                }
+                lat[s][kind].push(ms);
+            }
+        }
+    }
+    for (s, side) in sides.iter().enumerate() {
+        for (kind, objects) in ["warm", "new"].iter().enumerate() {
+            let mut l = std::mem::take(&mut lat[s][kind]);
+            l.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            emit(json!({
+                "scenario": "beside-floor-sequential",
+                "side": side,
+                "objects": objects,
+                "samples": samples,
+                "errors": errors[s],
+                "p50_ms": percentile(&l, 50.0),
+                "p99_ms": percentile(&l, 99.0),
+            }));
+        }
+    }
+}
