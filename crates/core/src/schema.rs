@@ -9,7 +9,7 @@
 use crate::sql::{DbError, Stmt};
 
 /// The schema version the store's statements expect: the last migration file's number.
-pub const VERSION: i64 = 5;
+pub const VERSION: i64 = 6;
 
 /// PostgreSQL's migration ledger: one row per applied file (`version`, `name`, `applied_at`).
 pub const POSTGRES_LEDGER: &str = "sema_schema_migrations";

@@ -155,6 +155,9 @@ pub const HEARTBEAT_STEER: usize = 3;
 /// read back the fenced cancel flag, how many messages still wait, and exactly the messages taken:
 /// a message is marked delivered only in the batch that returns it. Undelivered messages are always
 /// a suffix of the run's seqs (taken oldest first), so the page is `seq < first undelivered + page`.
+/// Every read of `steer_message` here goes by `(task_id, delivered_at)` (`idx_steer_message_pending`):
+/// the waiting messages, then the ones this heartbeat marked (its `now`, then its delivery id), never
+/// the run's whole history.
 pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
     vec![
         Stmt::portable(
@@ -204,8 +207,9 @@ pub fn heartbeat(d: Dialect, h: &Heartbeat<'_>) -> Vec<Stmt> {
         ),
         Stmt::portable(
             d,
-            "SELECT seq, message FROM steer_message WHERE task_id = ?1 AND delivery_id = ?2 ORDER BY seq",
-            vec![h.task_id.into(), h.delivery_id.into()],
+            "SELECT seq, message FROM steer_message WHERE task_id = ?1 AND delivered_at = ?3 \
+             AND delivery_id = ?2 ORDER BY seq",
+            vec![h.task_id.into(), h.delivery_id.into(), h.now.into()],
         ),
     ]
 }

@@ -891,3 +891,102 @@ fn session_faces_deletion_and_retention_are_served_by_indexes() {
         "{candidates:#?}"
     );
 }
+
+/// The steer reads of the append, the lease, the heartbeat and a new steer: `(name, statement)`.
+fn steer_reads(d: Dialect) -> Vec<(String, Stmt)> {
+    let event = NewEvent {
+        kind: "text_delta",
+        data: "{}",
+        event_id: None,
+    };
+    let mut reads: Vec<(String, Stmt)> = vec![];
+    let lease = runner_sql::try_lease(d, "t", "r", 1);
+    reads.push((
+        "try_lease read".into(),
+        lease[runner_sql::LEASE_READ].clone(),
+    ));
+    let beat = runner_sql::heartbeat(
+        d,
+        &runner_sql::Heartbeat {
+            task_id: "t",
+            lease_epoch: 1,
+            runner_id: "r",
+            delivery_id: "dv",
+            steer_page: 16,
+            now: 1,
+        },
+    );
+    for (i, stmt) in beat.into_iter().enumerate().skip(1) {
+        reads.push((format!("heartbeat {i}"), stmt));
+    }
+    let append = event_sql::append(
+        d,
+        &event_sql::Append {
+            task_id: "t",
+            lease_epoch: 1,
+            runner_id: "r",
+            events: &[event],
+            now: 1,
+        },
+    );
+    reads.push(("append read".into(), append[append.len() - 1].clone()));
+    let steer = runner_sql::add_steer(
+        d,
+        &runner_sql::NewSteer {
+            task_id: "t",
+            message: "m",
+            now: 1,
+            max_messages: 64,
+            max_bytes: 1 << 20,
+        },
+    );
+    reads.push((
+        "add_steer insert".into(),
+        steer[runner_sql::STEER_INSERT].clone(),
+    ));
+    reads
+}
+
+#[test]
+fn a_runs_steer_reads_look_at_its_waiting_messages_not_at_every_message_it_was_sent() {
+    let fx = SqliteFx::new();
+    let d = Dialect::Sqlite;
+    // One run steered 2,000 times, three messages still waiting; the planner has the statistics.
+    let rows: Vec<String> = (1..=2_003)
+        .map(|seq| {
+            let delivered = if seq <= 2_000 {
+                "5, 'dv0'"
+            } else {
+                "NULL, NULL"
+            };
+            format!("('t', {seq}, 'm', 1, {delivered})")
+        })
+        .collect();
+    insert_rows(
+        &fx,
+        "INSERT INTO steer_message (task_id, seq, message, created_at, delivered_at, delivery_id) VALUES",
+        &rows,
+    );
+    analyze(&fx, d, "steer_message");
+    for (name, stmt) in steer_reads(d) {
+        let lines = plan(&fx, &stmt);
+        let steer: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("steer_message"))
+            .collect();
+        assert!(
+            !steer.is_empty(),
+            "{name}: no read of steer_message: {lines:#?}"
+        );
+        for line in steer {
+            // The one read allowed by the primary key alone: the new steer's seq (`MAX(seq)`, the
+            // last entry of the run's key range).
+            let last_seq = name == "add_steer insert"
+                && line.contains("sqlite_autoindex_steer_message_1 (task_id=?)");
+            assert!(
+                last_seq || line.contains("idx_steer_message_pending (task_id=? AND delivered_at"),
+                "{name}: reads steer_message without its waiting-messages index: {lines:#?}"
+            );
+        }
+    }
+}
