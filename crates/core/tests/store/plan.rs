@@ -73,6 +73,25 @@ fn assert_indexed(name: &str, lines: &[String], ordered: bool) {
     }
 }
 
+/// The heartbeat the plans are made of.
+const BEAT: runner_sql::Heartbeat<'static> = runner_sql::Heartbeat {
+    task_id: "t",
+    lease_epoch: 1,
+    runner_id: "r",
+    delivery_id: "dv",
+    steer_page: 16,
+    now: 1,
+};
+
+/// The steer the plans are made of.
+const STEER: runner_sql::NewSteer<'static> = runner_sql::NewSteer {
+    task_id: "t",
+    message: "m",
+    now: 1,
+    max_messages: 64,
+    max_bytes: 1 << 20,
+};
+
 #[test]
 fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
     let fx = SqliteFx::new();
@@ -227,19 +246,9 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
             .map(|s| ("try_lease", s)),
     );
     runner.extend(
-        runner_sql::heartbeat(
-            d,
-            &runner_sql::Heartbeat {
-                task_id: "t",
-                lease_epoch: 1,
-                runner_id: "r",
-                delivery_id: "dv",
-                steer_page: 16,
-                now: 1,
-            },
-        )
-        .into_iter()
-        .map(|s| ("heartbeat", s)),
+        runner_sql::heartbeat(d, &BEAT)
+            .into_iter()
+            .map(|s| ("heartbeat", s)),
     );
     runner.extend(
         runner_sql::finish(
@@ -260,18 +269,9 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         .map(|s| ("finish", s)),
     );
     runner.extend(
-        runner_sql::add_steer(
-            d,
-            &runner_sql::NewSteer {
-                task_id: "t",
-                message: "m",
-                now: 1,
-                max_messages: 64,
-                max_bytes: 1 << 20,
-            },
-        )
-        .into_iter()
-        .map(|s| ("add_steer", s)),
+        runner_sql::add_steer(d, &STEER)
+            .into_iter()
+            .map(|s| ("add_steer", s)),
     );
     runner.extend(
         event_sql::append(
@@ -905,17 +905,7 @@ fn steer_reads(d: Dialect) -> Vec<(String, Stmt)> {
         "try_lease read".into(),
         lease[runner_sql::LEASE_READ].clone(),
     ));
-    let beat = runner_sql::heartbeat(
-        d,
-        &runner_sql::Heartbeat {
-            task_id: "t",
-            lease_epoch: 1,
-            runner_id: "r",
-            delivery_id: "dv",
-            steer_page: 16,
-            now: 1,
-        },
-    );
+    let beat = runner_sql::heartbeat(d, &BEAT);
     for (i, stmt) in beat.into_iter().enumerate().skip(1) {
         reads.push((format!("heartbeat {i}"), stmt));
     }
@@ -930,16 +920,7 @@ fn steer_reads(d: Dialect) -> Vec<(String, Stmt)> {
         },
     );
     reads.push(("append read".into(), append[append.len() - 1].clone()));
-    let steer = runner_sql::add_steer(
-        d,
-        &runner_sql::NewSteer {
-            task_id: "t",
-            message: "m",
-            now: 1,
-            max_messages: 64,
-            max_bytes: 1 << 20,
-        },
-    );
+    let steer = runner_sql::add_steer(d, &STEER);
     reads.push((
         "add_steer insert".into(),
         steer[runner_sql::STEER_INSERT].clone(),
