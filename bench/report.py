@@ -310,9 +310,10 @@ DESIGN_FLOOR, BARE_FLOOR = "schema-alarm-queue", "do-d1-storage-alarm"
 
 def beside_floor(by):
     """Our admission and its floor measured interleaved (`sema-bench beside-floor`): medians of the rounds."""
-    rows = by.get("beside-floor", [])
+    rows = [r for r in by.get("beside-floor", []) if "side" in r]
     if not rows:
-        return ["No interleaved admission lines in this run.", ""]
+        failed = next((r.get("error") for r in by.get("beside-floor", []) if r.get("error")), None)
+        return ["No interleaved admission lines in this run" + (f" ({failed})" if failed else "") + ".", ""]
     med = lambda xs: statistics.median(xs) if xs else None
     over = lambda ours, floor: ours and floor and 100 * (floor / ours - 1)
     levels = sorted({r["concurrency"] for r in rows})

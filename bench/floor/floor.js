@@ -7,9 +7,14 @@
 //   POST /do?o=NAME                    one Durable Object round trip (new object if NAME is new)
 //   POST /do-storage?o=NAME            the object writes one key to its storage, then answers
 //   POST /do-d1-storage?o=NAME&id=K    the object runs the D1 batch, then writes storage (confirmed)
-//   POST /do-d1-storage-alarm?o=NAME&id=K   the design that ships: the D1 batch, then the storage
-//                                      write and the object's alarm (one per admission, to watch the
-//                                      claim), both written after D1 unconfirmed, as ours
+//   POST /do-d1-storage-alarm?o=NAME&id=K   the bare parts of the design that ships: the D1 batch,
+//                                      then the storage write and the object's alarm (one per
+//                                      admission, to watch the claim), both written after D1
+//                                      unconfirmed, as ours
+//   POST /schema-alarm?o=NAME&id=K     the same with the product's own admission batch into its
+//                                      schema (its statements and indexes) in place of three inserts
+//   POST /schema-alarm-queue?o=NAME&id=K   the design that ships in full: /schema-alarm, then the
+//                                      queue object told of the run without waiting, as ours
 //
 // The product's other paths, each the same platform parts in the same order as ours, for the
 // scenarios of `sema-bench floor-paths`:

@@ -88,6 +88,33 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
     sequential(ctx, floor, &sides, samples);
 }
 
+/// One submit of ours into `session`: (status, ms). Into a warm session its run is cancelled
+/// after, untimed, so the next submit finds the session free; a failed cancel shows as the next
+/// submit's 409, counted as an error like any other.
+fn ours_submit(agent: &ureq::Agent, url: &str, session: &str, cancel: bool) -> (u16, f64) {
+    let t = Instant::now();
+    let answer = agent
+        .post(&format!("{url}/v1/runs"))
+        .set("content-type", "application/json")
+        .send_string(&json!({"sessionId": session, "objective": "x"}).to_string());
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    match answer {
+        Ok(r) => {
+            let status = r.status();
+            let body: serde_json::Value = r.into_json().unwrap_or_default();
+            if let (true, Some(task)) = (cancel, body["taskId"].as_str()) {
+                let _ = agent
+                    .post(&format!("{url}/v1/runs/{task}/cancel"))
+                    .set("content-type", "application/json")
+                    .send_string("{}");
+            }
+            (status, ms)
+        }
+        Err(ureq::Error::Status(code, _)) => (code, ms),
+        Err(_) => (0, ms),
+    }
+}
+
 /// `samples` sequential admissions per side and object kind, the sides taking turns.
 fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
     let agent = ureq::AgentBuilder::new()
@@ -107,22 +134,7 @@ fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
                         } else {
                             unique("bfs")
                         };
-                        let t = Instant::now();
-                        let answer = ctx.post(
-                            "/v1/runs",
-                            None,
-                            json!({"sessionId": session, "objective": "x"}),
-                        );
-                        let ms = t.elapsed().as_secs_f64() * 1000.0;
-                        match answer["taskId"].as_str() {
-                            Some(task) => {
-                                if warm {
-                                    ctx.post(&format!("/v1/runs/{task}/cancel"), None, json!({}));
-                                }
-                                (202, ms)
-                            }
-                            None => (0, ms),
-                        }
+                        ours_submit(&agent, &ctx.url, &session, warm)
                     }
                     part => {
                         let object = if warm {

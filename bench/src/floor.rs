@@ -40,6 +40,10 @@ fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) 
 
 /// `only`: the parts to measure (all when empty).
 pub fn floor(url: &str, per_level: usize, only: &[String]) {
+    if let Some(unknown) = only.iter().find(|p| !PARTS.iter().any(|(n, _)| n == p)) {
+        eprintln!("floor: no part named {unknown:?}");
+        std::process::exit(2);
+    }
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(60))
         .build();

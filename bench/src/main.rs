@@ -309,40 +309,38 @@ fn admission_level(
     accepted: u16,
     submit: &(impl Fn(&ureq::Agent) -> (u16, f64) + Sync),
 ) -> Value {
-    {
-        let per_thread = per_level.max(conc) / conc;
-        let start = Instant::now();
-        let results: Vec<(u16, f64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..conc)
-                .map(|_| {
-                    s.spawn(|| {
-                        let agent = ureq::AgentBuilder::new()
-                            .timeout(Duration::from_secs(60))
-                            .build();
-                        (0..per_thread).map(|_| submit(&agent)).collect::<Vec<_>>()
-                    })
+    let per_thread = per_level.max(conc) / conc;
+    let start = Instant::now();
+    let results: Vec<(u16, f64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..conc)
+            .map(|_| {
+                s.spawn(|| {
+                    let agent = ureq::AgentBuilder::new()
+                        .timeout(Duration::from_secs(60))
+                        .build();
+                    (0..per_thread).map(|_| submit(&agent)).collect::<Vec<_>>()
                 })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect()
-        });
-        let elapsed = start.elapsed().as_secs_f64();
-        let ok = results.iter().filter(|(s, _)| *s == accepted).count();
-        let mut line = summary(results.iter().map(|(_, l)| *l).collect());
-        line["concurrency"] = json!(conc);
-        line["requests"] = json!(results.len());
-        line["errors"] = json!(results.len() - ok);
-        // What each error was (0: no HTTP answer), so a stray one can be told apart.
-        let mut statuses = std::collections::BTreeMap::<String, usize>::new();
-        for (s, _) in results.iter().filter(|(s, _)| *s != accepted) {
-            *statuses.entry(s.to_string()).or_default() += 1;
-        }
-        line["error_statuses"] = json!(statuses);
-        line["per_s"] = json!(ok as f64 / elapsed);
-        line
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let ok = results.iter().filter(|(s, _)| *s == accepted).count();
+    let mut line = summary(results.iter().map(|(_, l)| *l).collect());
+    line["concurrency"] = json!(conc);
+    line["requests"] = json!(results.len());
+    line["errors"] = json!(results.len() - ok);
+    // What each error was (0: no HTTP answer), so a stray one can be told apart.
+    let mut statuses = std::collections::BTreeMap::<String, usize>::new();
+    for (s, _) in results.iter().filter(|(s, _)| *s != accepted) {
+        *statuses.entry(s.to_string()).or_default() += 1;
     }
+    line["error_statuses"] = json!(statuses);
+    line["per_s"] = json!(ok as f64 / elapsed);
+    line
 }
 
 /// Admissions into distinct fresh sessions, at increasing concurrency.

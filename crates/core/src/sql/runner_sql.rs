@@ -147,6 +147,8 @@ pub struct Heartbeat<'a> {
 /// (decided from a read, not a change count: a heartbeat in the same millisecond as the previous one
 /// changes no value, which MySQL reports as 0 affected rows).
 pub const HEARTBEAT_READ: usize = 2;
+/// Index of the marking of the waiting steer messages in [`heartbeat`]'s batch.
+pub const HEARTBEAT_MARK: usize = 1;
 /// Index of the delivered steer messages in [`heartbeat`]'s batch.
 pub const HEARTBEAT_STEER: usize = 3;
 
