@@ -318,16 +318,17 @@ def beside_floor(by):
     over = lambda ours, floor: ours and floor and 100 * (floor / ours - 1)
     levels = sorted({r["concurrency"] for r in rows})
     rounds = max(r["round"] for r in rows) + 1
-    per_s = lambda side, c: med([r["per_s"] for r in rows if r["side"] == side and r["concurrency"] == c])
-    spread = lambda side, c: "–".join(fmt(f(r["per_s"] for r in rows if r["side"] == side and r["concurrency"] == c)) for f in (min, max))
-    cpu = lambda side, c: med([r["cpu_ms_per_admission"] for r in rows
-                               if r["side"] == side and r["concurrency"] == c and "cpu_ms_per_admission" in r])
+    values = lambda side, c, key: [r[key] for r in rows if r["side"] == side and r["concurrency"] == c and key in r]
+    per_s = lambda side, c: med(values(side, c, "per_s"))
+    spread = lambda side, c: "–".join(fmt(f(values(side, c, "per_s"))) for f in (min, max))
+    cpu = lambda side, c: med(values(side, c, "cpu_ms_per_admission"))
     errors = sum(r["errors"] for r in rows)
-    level_rows = [[c, per_s("ours", c), spread("ours", c), per_s(DESIGN_FLOOR, c), spread(DESIGN_FLOOR, c),
-                   over(per_s("ours", c), per_s(DESIGN_FLOOR, c)), cpu("ours", c), cpu(DESIGN_FLOOR, c),
-                   cpu("ours", c) and cpu(DESIGN_FLOOR, c) and 100 * (cpu("ours", c) / cpu(DESIGN_FLOOR, c) - 1),
-                   per_s(BARE_FLOOR, c), over(per_s("ours", c), per_s(BARE_FLOOR, c))]
-                  for c in levels]
+    level_rows = []
+    for c in levels:
+        ours, design, bare = per_s("ours", c), per_s(DESIGN_FLOOR, c), per_s(BARE_FLOOR, c)
+        ours_cpu, design_cpu = cpu("ours", c), cpu(DESIGN_FLOOR, c)
+        level_rows.append([c, ours, spread("ours", c), design, spread(DESIGN_FLOOR, c), over(ours, design), ours_cpu,
+                           design_cpu, ours_cpu and design_cpu and 100 * (ours_cpu / design_cpu - 1), bare, over(ours, bare)])
     out = [
         f"**Our admission beside its floor, interleaved** (`sema-bench beside-floor`: both Workers served at once; at each "
         f"level {rounds} rounds, each measuring every side once in a rotating order; new sessions / new objects; medians of "

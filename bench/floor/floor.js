@@ -143,6 +143,11 @@ export class FloorDo extends DurableObject {
    */
   async admit(id, runner = null) {
     await admitBatch(this.env.DB, id, runner);
+    await this.remember();
+  }
+
+  /** The object's copy of the claim and its alarm, written after D1 without waiting for the disk. */
+  async remember() {
     const unconfirmed = { allowUnconfirmed: true };
     await this.state.storage.put("state", "{\"claim\":\"x\"}", unconfirmed);
     await this.state.storage.setAlarm(Date.now() + 3_600_000, unconfirmed);
@@ -198,9 +203,7 @@ export class FloorDo extends DurableObject {
       case "/schema-alarm":
       case "/schema-alarm-queue": {
         await schemaBatch(this.env.DB, id);
-        const unconfirmed = { allowUnconfirmed: true };
-        await this.state.storage.put("state", "{\"claim\":\"x\"}", unconfirmed);
-        await this.state.storage.setAlarm(Date.now() + 3_600_000, unconfirmed);
+        await this.remember();
         if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer", null, id).catch(() => {});
         return OK;
       }

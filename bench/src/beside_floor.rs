@@ -19,27 +19,16 @@
 //! waiting) and `do-d1-storage-alarm` (the bare parts: three inserts into tables without indexes,
 //! storage and alarm).
 
+use crate::floor::post_part;
 use crate::queues::{clock_ticks, cpu_ticks};
-use crate::{admission_level, emit, percentile, timed_submit, unique, Ctx, LEVELS};
+use crate::{
+    admission_level, emit, percentile, status_of, submit_run, timed_submit, unique, Ctx, LEVELS,
+};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The floor Worker's parts set beside ours, the design's own first.
 const FLOOR_PARTS: [&str; 2] = ["schema-alarm-queue", "do-d1-storage-alarm"];
-
-/// One floor request into `object` (a new one when the name is new): (status, ms).
-fn floor_submit(agent: &ureq::Agent, floor: &str, part: &str, object: &str) -> (u16, f64) {
-    let t = Instant::now();
-    let status = match agent
-        .post(&format!("{floor}/{part}?o={object}&id={}", unique("bf")))
-        .send_string("")
-    {
-        Ok(r) => r.status(),
-        Err(ureq::Error::Status(code, _)) => code,
-        Err(_) => 0,
-    };
-    (status, t.elapsed().as_secs_f64() * 1000.0)
-}
 
 /// Where each side runs: the two base URLs and, when known, the two workerd pids.
 pub struct Sides<'a> {
@@ -56,19 +45,16 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
         for round in 0..rounds {
             for k in 0..sides.len() {
                 let side = sides[(round + k) % sides.len()];
-                let pid = if side == "ours" {
-                    at.ours_pid
-                } else {
-                    at.floor_pid
-                };
+                let ours = side == "ours";
+                let pid = if ours { at.ours_pid } else { at.floor_pid };
                 let cpu_before = pid.and_then(cpu_ticks);
-                let mut line = if side == "ours" {
+                let mut line = if ours {
                     admission_level(conc, per_level, 202, &|agent: &ureq::Agent| {
                         timed_submit(agent, &ctx.url, &unique("bfo"))
                     })
                 } else {
                     admission_level(conc, per_level, 200, &|agent: &ureq::Agent| {
-                        floor_submit(agent, floor, side, &unique("bfn"))
+                        post_part(agent, floor, side, &unique("bfn"))
                     })
                 };
                 let cpu = cpu_before.zip(pid.and_then(cpu_ticks));
@@ -92,27 +78,19 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
 /// after, untimed, so the next submit finds the session free; a failed cancel shows as the next
 /// submit's 409, counted as an error like any other.
 fn ours_submit(agent: &ureq::Agent, url: &str, session: &str, cancel: bool) -> (u16, f64) {
-    let t = Instant::now();
-    let answer = agent
-        .post(&format!("{url}/v1/runs"))
-        .set("content-type", "application/json")
-        .send_string(&json!({"sessionId": session, "objective": "x"}).to_string());
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    match answer {
-        Ok(r) => {
-            let status = r.status();
-            let body: serde_json::Value = r.into_json().unwrap_or_default();
-            if let (true, Some(task)) = (cancel, body["taskId"].as_str()) {
-                let _ = agent
-                    .post(&format!("{url}/v1/runs/{task}/cancel"))
-                    .set("content-type", "application/json")
-                    .send_string("{}");
-            }
-            (status, ms)
-        }
-        Err(ureq::Error::Status(code, _)) => (code, ms),
-        Err(_) => (0, ms),
+    let (answer, ms) = submit_run(agent, url, session);
+    let status = status_of(&answer);
+    let task = match answer {
+        Ok(r) if cancel => r.into_json::<serde_json::Value>().ok(),
+        _ => None,
+    };
+    if let Some(task) = task.as_ref().and_then(|b| b["taskId"].as_str()) {
+        let _ = agent
+            .post(&format!("{url}/v1/runs/{task}/cancel"))
+            .set("content-type", "application/json")
+            .send_string("{}");
     }
+    (status, ms)
 }
 
 /// `samples` sequential admissions per side and object kind, the sides taking turns.
@@ -142,7 +120,7 @@ fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
                         } else {
                             unique("bfs")
                         };
-                        floor_submit(&agent, floor, part, &object)
+                        post_part(&agent, floor, part, &object)
                     }
                 };
                 if !matches!(status, 200 | 202) {

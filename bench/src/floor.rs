@@ -7,7 +7,7 @@
 //! is) and `warm` (each client thread keeps one live object of its own, touched once before the
 //! clock starts). D1 ids are unique per request, so every batch inserts.
 
-use crate::{emit, percentile, unique, LEVELS};
+use crate::{emit, percentile, status_of, unique, LEVELS};
 use serde_json::json;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -25,17 +25,24 @@ const PARTS: [(&str, bool); 8] = [
 ];
 
 fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) {
-    let t = Instant::now();
-    let r = if part == "health" {
-        agent.get(&format!("{url}/health")).call()
+    let (status, ms) = if part == "health" {
+        let t = Instant::now();
+        let r = agent.get(&format!("{url}/health")).call();
+        (status_of(&r), t.elapsed().as_secs_f64() * 1000.0)
     } else {
-        let id = unique("f");
-        agent
-            .post(&format!("{url}/{part}?o={object}&id={id}"))
-            .send_string("")
+        post_part(agent, url, part, object)
     };
-    let ok = matches!(&r, Ok(resp) if resp.status() == 200);
-    (ok, t.elapsed().as_secs_f64() * 1000.0)
+    (status == 200, ms)
+}
+
+/// One request to a part of the floor Worker at `url`, into `object` (a new one when the name is
+/// new), with a fresh D1 id: (status, 0 without an HTTP answer; ms).
+pub(crate) fn post_part(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (u16, f64) {
+    let t = Instant::now();
+    let answer = agent
+        .post(&format!("{url}/{part}?o={object}&id={}", unique("f")))
+        .send_string("");
+    (status_of(&answer), t.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// `only`: the parts to measure (all when empty).

@@ -263,19 +263,34 @@ fn events_ingest(ctx: &Ctx, batches: usize, batch_size: usize, runs: usize) {
     }));
 }
 
-/// Sends one request, returning (status, latency ms); transport errors count as status 0.
+/// Sends one request, returning (status, latency ms); transport errors count as status 0. The
+/// body is left unread, as it always was here (so the figures stay comparable run to run).
 fn timed_submit(agent: &ureq::Agent, url: &str, session: &str) -> (u16, f64) {
+    let (answer, ms) = submit_run(agent, url, session);
+    (status_of(&answer), ms)
+}
+
+/// Submits a run into `session`: the answer and its latency in ms.
+fn submit_run(
+    agent: &ureq::Agent,
+    url: &str,
+    session: &str,
+) -> (Result<ureq::Response, ureq::Error>, f64) {
     let t = Instant::now();
-    let status = match agent
+    let answer = agent
         .post(&format!("{url}/v1/runs"))
         .set("content-type", "application/json")
-        .send_string(&json!({"sessionId": session, "objective": "bench"}).to_string())
-    {
+        .send_string(&json!({"sessionId": session, "objective": "bench"}).to_string());
+    (answer, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// An answer's HTTP status; 0 when there was none.
+fn status_of(answer: &Result<ureq::Response, ureq::Error>) -> u16 {
+    match answer {
         Ok(r) => r.status(),
-        Err(ureq::Error::Status(code, _)) => code,
+        Err(ureq::Error::Status(code, _)) => *code,
         Err(_) => 0,
-    };
-    (status, t.elapsed().as_secs_f64() * 1000.0)
+    }
 }
 
 fn summary(mut lat: Vec<f64>) -> Value {
@@ -727,16 +742,11 @@ fn peer_submit(agent: &ureq::Agent, url: &str, thread: &str, hold_ms: u64) -> (u
         "multitask_strategy": "reject",
         "if_not_exists": "create",
     });
-    let status = match agent
+    let answer = agent
         .post(&format!("{url}/threads/{thread}/runs"))
         .set("content-type", "application/json")
-        .send_string(&body.to_string())
-    {
-        Ok(r) => r.status(),
-        Err(ureq::Error::Status(code, _)) => code,
-        Err(_) => 0,
-    };
-    (status, t.elapsed().as_secs_f64() * 1000.0)
+        .send_string(&body.to_string());
+    (status_of(&answer), t.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// Admission scenario against the peer: runs on fresh threads at increasing concurrency.
