@@ -1,15 +1,12 @@
 # PostgreSQL and MariaDB servers for the store contract suite: started on loopback in a temporary
-# directory, stopped (and their data removed) by the caller's cleanup. Sourced by scripts/test.
+# directory, stopped (and their data removed) by the caller's cleanup. Sourced by scripts/test, scripts/test-postgres and scripts/bench,
+# after scripts/lib/env.sh (its free_port).
 #   start_databases DIR   sets SEMA_PG_URL and SEMA_MYSQL_URL; returns non-zero if a server fails
 #   start_postgres DIR    PostgreSQL alone (sets SEMA_PG_URL and SEMA_PG_PORT)
 #   stop_databases        stops both; safe to call more than once
 #   pg_url DB             the URL of database DB on the server start_postgres started
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-
-_db_free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
 
 start_postgres() {
   local dir=$1
@@ -19,7 +16,7 @@ start_postgres() {
   chown postgres: "$dir/pg"
   chmod 755 "$dir"
   local pg_port
-  pg_port=$(_db_free_port)
+  pg_port=$(free_port)
   runuser -u postgres -- "$pg_bin/initdb" -D "$dir/pg/data" -U postgres --auth=trust -E UTF8 \
     --no-locale >"$dir/pg-init.log" 2>&1 || { cat "$dir/pg-init.log"; return 1; }
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/server.log" -w -t 60 \
@@ -36,7 +33,7 @@ start_databases() {
   start_postgres "$dir" || return 1
   mkdir -p "$dir/maria"
   local my_port
-  my_port=$(_db_free_port)
+  my_port=$(free_port)
   mariadb-install-db --no-defaults --datadir="$dir/maria/data" --user=root --skip-test-db \
     --auth-root-authentication-method=normal >"$dir/maria-init.log" 2>&1 ||
     { cat "$dir/maria-init.log"; return 1; }

@@ -6,3 +6,8 @@ if [[ -f "$SEMA_TOOLS/env.sh" ]]; then
 fi
 export WRANGLER_SEND_METRICS=false WRANGLER_SEND_ERROR_REPORTS=false DO_NOT_TRACK=1
 export CLOUDFLARE_CF_FETCH_ENABLED=false
+
+# free_port: a loopback port for a server a script is about to start, drawn from below the kernel's
+# ephemeral range and held from other picks for a while (scripts/lib/free_port.py says why).
+_sema_lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+free_port() { python3 "$_sema_lib/free_port.py"; }

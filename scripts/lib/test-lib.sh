@@ -1,6 +1,6 @@
 # Shared by scripts/test and scripts/test-postgres (sourced after they set `work`, `passed` and
-# `failed`): counted checks, counted cargo test runs, the test tokens, free ports, health waits,
-# the schema-version check.
+# `failed`): counted checks, counted cargo test runs, the test tokens, Worker launches and health
+# waits, the schema-version check. Ports come from scripts/lib/env.sh's free_port.
 
 # One named check that counts as a single test.
 check() {
@@ -45,10 +45,6 @@ token_json() {
   printf '%s}' "$out"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-
 # launch_worker NAME CMD...: runs CMD (a `wrangler dev`, with any environment as `env K=V`) in its
 # own process group, its output in $work/NAME.log; the command is kept in $work/NAME.cmd so that
 # wait_healthy can start it again.
@@ -65,13 +61,30 @@ _run_worker() {
   printf '%s' "$!" >"$work/$1.pid"
 }
 
-# wait_healthy URL NAME: until URL/health answers. A Worker launched by launch_worker whose process
-# exited before answering (wrangler dev can lose a race for one of its own ports when several start
-# at once: "Address already in use") is started again, at most twice, with its log kept beside.
+# The process group of whatever listens on loopback port $1 (empty when nothing does).
+_listener_pgid() {
+  local pid
+  pid=$(ss -ltnpH "sport = :$1" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+  [[ -n "$pid" ]] && ps -o pgid= -p "$pid" | tr -d ' '
+}
+
+# wait_healthy URL NAME: until URL/health answers, from the Worker launched as NAME: an answer from
+# a process outside NAME's process group (another server holding the port NAME lost) fails at once,
+# rather than letting a suite run against the wrong Worker. A Worker launched by launch_worker whose
+# process exited before answering (wrangler dev can lose a race for one of its own ports when
+# several start at once: "Address already in use") is started again, at most twice, with its log
+# kept beside.
 wait_healthy() {
-  local url=$1 name=$2 restarts=0
+  local url=$1 name=$2 restarts=0 owner
   for _ in $(seq 1 120); do
-    curl -fsS "$url/health" >/dev/null 2>&1 && return 0
+    if curl -fsS "$url/health" >/dev/null 2>&1; then
+      [[ -f "$work/$name.pid" ]] || return 0
+      owner=$(_listener_pgid "${url##*:}")
+      [[ "$owner" == "$(cat "$work/$name.pid")" ]] && return 0
+      echo "$name: $url/health was answered by process group ${owner:-unknown}, not by $name's ($(cat "$work/$name.pid")); its log:"
+      tail -n 5 "$work/$name.log"
+      return 1
+    fi
     if [[ -f "$work/$name.pid" ]] && ! kill -0 -- "-$(cat "$work/$name.pid")" 2>/dev/null && ((restarts < 2)); then
       restarts=$((restarts + 1))
       echo "$name exited before it was healthy (start $restarts); its log:"

@@ -30,11 +30,19 @@ pub fn work_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A port for a Worker this harness starts, from the scripts' one picker (scripts/lib/free_port.py):
+/// below the kernel's ephemeral range, so no socket of another Worker takes it before ours binds,
+/// and held from the scripts' other picks.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    let out = Command::new("python3")
+        .arg(Path::new(root()).join("scripts/lib/free_port.py"))
+        .output()
+        .expect("run scripts/lib/free_port.py");
+    assert!(out.status.success(), "free_port.py: {:?}", out);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a port number")
 }
 
 /// Applies the D1 migrations to a fresh state directory.
