@@ -301,7 +301,7 @@ def floor_section(by):
                for p, k in keys]),
         "",
     ]
-    return out + beside_floor(by) + paths_beside_floor(by)
+    return out + beside_floor(by) + paths_beside_floor(by) + paths_interleaved(by)
 
 
 # The floor Worker's parts our admission is set beside (bench/src/beside_floor.rs).
@@ -400,6 +400,49 @@ def paths_beside_floor(by):
         "",
         table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "ours p99 ms", "floor p99 ms", "overhead p99 %",
                "floor errors", "the floor does"], rows),
+        "",
+    ]
+
+
+# The paths of `sema-bench beside-floor-paths`, as the report names them (bench/src/beside_floor.rs).
+INTERLEAVED_PATHS = [("contention", "409 under 100 simultaneous submits"), ("append", "append → SSE receipt"),
+                     ("ws-new", "submit → lease, WebSocket, new session"), ("ws-warm", "submit → lease, WebSocket, warm session"),
+                     ("long-poll-new", "submit → lease, long-poll, new session"),
+                     ("long-poll-warm", "submit → lease, long-poll, warm session")]
+
+
+def paths_interleaved(by):
+    """The other hot paths beside their floors, interleaved (`sema-bench beside-floor-paths`): medians of the rounds."""
+    rows = [r for r in by.get("beside-floor-paths", []) if "side" in r]
+    if not rows:
+        return []
+    med = lambda xs: statistics.median(xs) if xs else None
+    over = lambda ours, floor: ours is not None and floor and 100 * (ours / floor - 1)
+    values = lambda path, side, key: [r[key] for r in rows if r["path"] == path and r["side"] == side and r.get(key) is not None]
+    rounds = max(r["round"] for r in rows) + 1
+    out_rows = []
+    for path, name in INTERLEAVED_PATHS:
+        o50, f50 = med(values(path, "ours", "p50_ms")), med(values(path, "floor", "p50_ms"))
+        o99, f99 = med(values(path, "ours", "p99_ms")), med(values(path, "floor", "p99_ms"))
+        ocpu, fcpu = med(values(path, "ours", "cpu_ms_per_op")), med(values(path, "floor", "cpu_ms_per_op"))
+        if o50 is None or f50 is None:
+            continue
+        out_rows.append([name, o50, f50, over(o50, f50), o99, f99, over(o99, f99), ocpu, fcpu, over(ocpu, fcpu)])
+    errors = sum(r.get("errors", 0) for r in rows)
+    return [
+        f"**The other hot paths beside their floors, interleaved** (`sema-bench beside-floor-paths`: both Workers served "
+        f"at once, on the same instances as the interleaved admission above; {rounds} rounds, each measuring every path on "
+        "both sides, in an order that alternates by round; medians of the rounds). Overhead = how much longer ours takes "
+        "(negative: ours was faster). CPU = the side's workerd CPU per operation (a submit under contention, an append, a "
+        "hand-over). A hand-over's CPU is not like for like: each of ours also carries the run's finish (so a warm session "
+        "is free for the next round), which the floor's shape has not, and over the WebSocket ours also has the bench's "
+        "polls of the dispatcher's admin route until the runner shows waiting (the floor's socket answers `ready` with "
+        "`waiting` itself, so it needs none); the latencies are like for like:",
+        "",
+        table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "ours p99 ms", "floor p99 ms", "overhead p99 %",
+               "ours CPU ms", "floor CPU ms", "CPU overhead %"], out_rows),
+        "",
+        f"Errors across these lines: {errors}.",
         "",
     ]
 

@@ -13,6 +13,10 @@
 //! D1 and every object run in the Worker's own workerd process): a figure the machine's other load
 //! moves far less than a rate does.
 //!
+//! `beside-floor-paths` does the same for the other hot paths, each against its floor in the shape
+//! of ours (`floor-paths`): the 409s of simultaneous submits into one session, append → SSE, and
+//! the hand-over of a run to a waiting runner (WebSocket and long-poll, warm and new session).
+//!
 //! Sides: `ours` (`POST /v1/runs` into a new session, no key); the floor Worker's
 //! `schema-alarm-queue` (the design that ships, in plain JavaScript: the product's own admission
 //! batch into its schema, storage and alarm written unconfirmed, the queue object told without
@@ -22,7 +26,8 @@
 use crate::floor::post_part;
 use crate::queues::{clock_ticks, cpu_ticks};
 use crate::{
-    admission_level, emit, percentile, status_of, submit_run, timed_submit, unique, Ctx, LEVELS,
+    admission_level, captured, contention, emit, events_latency, floor_paths, percentile, queues,
+    queues_ws, status_of, submit_run, timed_submit, unique, Ctx, LEVELS,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -143,6 +148,85 @@ fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
                 "p50_ms": percentile(&l, 50.0),
                 "p99_ms": percentile(&l, 99.0),
             }));
+        }
+    }
+}
+
+/// The sizes of one path's measurement, the same on both sides.
+pub struct PathCounts {
+    /// Contention: sessions, each given `contenders` simultaneous submits.
+    pub sessions: usize,
+    pub contenders: usize,
+    /// Appends, and hand-overs, per path.
+    pub samples: usize,
+}
+
+/// The hot paths set beside their floors, by the name the report gives them.
+const PATHS: [&str; 6] = [
+    "contention",
+    "append",
+    "ws-warm",
+    "ws-new",
+    "long-poll-warm",
+    "long-poll-new",
+];
+
+/// One path measured on one side (its scenario's own result line, emitted into a capture).
+fn run_path(ctx: &Ctx, floor: &str, path: &str, ours: bool, n: &PathCounts) {
+    let warm = path.ends_with("-warm");
+    match (path, ours) {
+        ("contention", true) => contention(ctx, n.sessions, n.contenders),
+        ("contention", false) => floor_paths::contention(floor, n.sessions, n.contenders),
+        ("append", true) => events_latency(ctx, n.samples),
+        ("append", false) => floor_paths::append(floor, n.samples),
+        (p, true) if p.starts_with("ws-") => queues_ws::dispatch_latency(&ctx.url, n.samples, warm),
+        (p, false) if p.starts_with("ws-") => {
+            floor_paths::dispatch_ws(floor, n.samples, warm, "admit-dispatch")
+        }
+        (_, true) => queues::dispatch_latency(&ctx.url, n.samples, warm),
+        (_, false) => floor_paths::dispatch_poll(floor, n.samples, warm),
+    }
+}
+
+/// Operations one measurement of `path` makes: submits under contention, appends, or hand-overs
+/// (the warm-up round included). Ours also finishes each run it hands over (so a warm session is
+/// free for the next round); the floor's shape has no finish.
+fn operations(path: &str, n: &PathCounts) -> usize {
+    match path {
+        "contention" => n.sessions * n.contenders,
+        "append" => n.samples,
+        _ => n.samples + 1,
+    }
+}
+
+/// `rounds` rounds; in each, every path is measured on both sides, in an order that alternates
+/// from round to round. Each result line is its scenario's own, renamed `beside-floor-paths` (the
+/// original name kept as `measured`), with the path, side and round, and, given the pids, the
+/// side's workerd CPU per operation.
+pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) {
+    let ticks = clock_ticks();
+    for round in 0..rounds {
+        for path in PATHS {
+            for k in 0..2 {
+                let ours = (round + k) % 2 == 0;
+                let pid = if ours { at.ours_pid } else { at.floor_pid };
+                let cpu_before = pid.and_then(cpu_ticks);
+                let lines = captured(|| run_path(ctx, at.floor, path, ours, n));
+                let cpu = cpu_before.zip(pid.and_then(cpu_ticks));
+                for mut line in lines {
+                    line["measured"] = line["scenario"].clone();
+                    line["scenario"] = json!("beside-floor-paths");
+                    line["path"] = json!(path);
+                    line["side"] = json!(if ours { "ours" } else { "floor" });
+                    line["round"] = json!(round);
+                    if let Some((before, after)) = cpu {
+                        line["cpu_ms_per_op"] = json!(
+                            (after - before) as f64 * 1000.0 / ticks / operations(path, n) as f64
+                        );
+                    }
+                    emit(line);
+                }
+            }
         }
     }
 }

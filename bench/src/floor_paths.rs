@@ -63,6 +63,20 @@ fn line(scenario: &str, mut lat: Vec<f64>, mut submit: Vec<f64>, errors: usize) 
 }
 
 pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize) {
+    contention(url, sessions, contenders);
+    append(url, samples);
+    for warm in [false, true] {
+        dispatch_ws(url, samples, warm, "admit-dispatch");
+        dispatch_poll(url, samples, warm);
+    }
+    // A design to weigh beside ours: the lease written in the admission's own D1 batch.
+    for warm in [false, true] {
+        dispatch_ws(url, samples, warm, "admit-reserve");
+    }
+}
+
+/// `contenders` simultaneous claims on each of `sessions` new objects: exactly one 202 each.
+pub(crate) fn contention(url: &str, sessions: usize, contenders: usize) {
     contention_rounds(
         "floor-contention",
         sessions,
@@ -78,18 +92,9 @@ pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize
             (status, ms)
         },
     );
-    append(url, samples);
-    for warm in [false, true] {
-        dispatch_ws(url, samples, warm, "admit-dispatch");
-        dispatch_poll(url, samples, warm);
-    }
-    // A design to weigh beside ours: the lease written in the admission's own D1 batch.
-    for warm in [false, true] {
-        dispatch_ws(url, samples, warm, "admit-reserve");
-    }
 }
 
-fn append(url: &str, samples: usize) {
+pub(crate) fn append(url: &str, samples: usize) {
     let (object, run) = (unique("fa"), unique("far"));
     let a = agent();
     post(&a, url, &format!("/do-d1-storage?o={object}&id={run}"));
@@ -208,7 +213,7 @@ impl Rounds {
 
 /// `route`: `admit-dispatch` (the shape of ours) or `admit-reserve` (the lease in the admission's
 /// batch, for a socket the session object reserved first).
-fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
+pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let a = agent();
@@ -253,7 +258,7 @@ fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     emit(rounds.line(transport, warm));
 }
 
-fn dispatch_poll(url: &str, samples: usize, warm: bool) {
+pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool) {
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let main = agent();

@@ -87,7 +87,22 @@ fn emit(mut line: Value) {
             );
         }
     }
+    if let Some(lines) = CAPTURED.lock().unwrap().as_mut() {
+        lines.push(line);
+        return;
+    }
     println!("{line}");
+}
+
+/// While `Some`, result lines are kept here instead of printed (see [`captured`]).
+static CAPTURED: std::sync::Mutex<Option<Vec<Value>>> = std::sync::Mutex::new(None);
+
+/// Runs `f`, and returns the result lines it emitted instead of printing them, so that a caller can
+/// add what it measured around them (a scenario run as one side of an interleaved comparison).
+fn captured(f: impl FnOnce()) -> Vec<Value> {
+    *CAPTURED.lock().unwrap() = Some(vec![]);
+    f();
+    CAPTURED.lock().unwrap().take().unwrap_or_default()
 }
 
 static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -931,6 +946,29 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         samples: usize,
     },
+    /// Our other hot paths and their floors (`floor-paths`), interleaved on both Workers served at
+    /// once: per round, each path measured on each side, in an order that alternates by round.
+    BesideFloorPaths {
+        /// Base URL of the floor Worker.
+        #[arg(long)]
+        floor_url: String,
+        /// Our Worker's workerd pid (for CPU per operation).
+        #[arg(long)]
+        workerd_pid: Option<u32>,
+        /// The floor Worker's workerd pid.
+        #[arg(long)]
+        floor_workerd_pid: Option<u32>,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Contention: sessions per side and round.
+        #[arg(long, default_value_t = 20)]
+        sessions: usize,
+        #[arg(long, default_value_t = 100)]
+        contenders: usize,
+        /// Appends and hand-overs per side, path and round.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+    },
     /// Admission into a warm vs a new session object.
     SessionObject {
         /// Rounds, each one admission into a warm and one into a new session object.
@@ -1163,6 +1201,27 @@ fn main() {
                 floor_pid: floor_workerd_pid,
             };
             beside_floor::beside_floor(&ctx, &at, rounds, per_level, samples)
+        }
+        Scenario::BesideFloorPaths {
+            floor_url,
+            workerd_pid,
+            floor_workerd_pid,
+            rounds,
+            sessions,
+            contenders,
+            samples,
+        } => {
+            let at = beside_floor::Sides {
+                floor: &floor_url,
+                ours_pid: workerd_pid,
+                floor_pid: floor_workerd_pid,
+            };
+            let counts = beside_floor::PathCounts {
+                sessions,
+                contenders,
+                samples,
+            };
+            beside_floor::beside_floor_paths(&ctx, &at, rounds, &counts)
         }
         Scenario::Leader {
             subtasks,
