@@ -315,7 +315,10 @@ def beside_floor(by):
         failed = next((r.get("error") for r in by.get("beside-floor", []) if r.get("error")), None)
         return ["No interleaved admission lines in this run" + (f" ({failed})" if failed else "") + ".", ""]
     med = lambda xs: statistics.median(xs) if xs else None
-    over = lambda ours, floor: ours and floor and 100 * (floor / ours - 1)
+    # A rate's overhead is the time per admission's: each line gets the time an admission took on average.
+    timed = [dict(r, ms_per_admission=1000 / r["per_s"]) for r in rows if r.get("per_s")]
+    over = lambda floor, c: paired_cells(paired(timed, "ms_per_admission", "ours", floor, concurrency=c))
+    cpu_over = lambda c: paired_cells(paired(rows, "cpu_ms_per_admission", "ours", DESIGN_FLOOR, concurrency=c))
     levels = sorted({r["concurrency"] for r in rows})
     rounds = max(r["round"] for r in rows) + 1
     values = lambda side, c, key: [r[key] for r in rows if r["side"] == side and r["concurrency"] == c and key in r]
@@ -327,8 +330,8 @@ def beside_floor(by):
     for c in levels:
         ours, design, bare = per_s("ours", c), per_s(DESIGN_FLOOR, c), per_s(BARE_FLOOR, c)
         ours_cpu, design_cpu = cpu("ours", c), cpu(DESIGN_FLOOR, c)
-        level_rows.append([c, ours, spread("ours", c), design, spread(DESIGN_FLOOR, c), over(ours, design), ours_cpu,
-                           design_cpu, ours_cpu and design_cpu and 100 * (ours_cpu / design_cpu - 1), bare, over(ours, bare)])
+        level_rows.append([c, ours, spread("ours", c), design, spread(DESIGN_FLOOR, c)] + over(DESIGN_FLOOR, c)
+                          + [ours_cpu, design_cpu] + cpu_over(c) + [bare] + over(BARE_FLOOR, c)[:1])
     out = [
         f"**Our admission beside its floor, interleaved** (`sema-bench beside-floor`: both Workers served at once; at each "
         f"level {rounds} rounds, each measuring every side once in a rotating order; new sessions / new objects; medians of "
@@ -337,12 +340,14 @@ def beside_floor(by):
         "(`schema-alarm-queue`) is the design that ships in plain JavaScript: the product's own admission batch into its "
         "schema (three conditional statements, the tables' indexes), storage and alarm written unconfirmed, the queue object "
         "told without waiting. The bare parts (`do-d1-storage-alarm`) write three rows into tables without indexes and tell "
-        "no queue. Overhead = how much more time per admission ours takes. CPU = what the side's workerd process spent "
+        "no queue. Overhead = how much more time per admission ours takes, taken round by round against the side "
+        "measured beside it (the median of the rounds, their range beside). CPU = what the side's workerd process spent "
         "per admission over the level (user + system; local D1 and every object run in it), which the machine's other "
         "load moves far less than a rate:",
         "",
-        table(["concurrency", "ours per s", "range", "design's floor per s", "range", "our overhead %",
-               "ours CPU ms", "floor CPU ms", "CPU overhead %", "bare parts per s", "overhead over them %"], level_rows),
+        table(["concurrency", "ours per s", "range", "design's floor per s", "range", "our overhead %", "range",
+               "ours CPU ms", "floor CPU ms", "CPU overhead %", "range", "bare parts per s", "overhead over them %"],
+              level_rows),
         "",
     ]
     seq = {(r["side"], r["objects"]): r for r in by.get("beside-floor-sequential", [])}
@@ -411,36 +416,57 @@ INTERLEAVED_PATHS = [("contention", "409 under 100 simultaneous submits"), ("app
                      ("long-poll-warm", "submit → lease, long-poll, warm session")]
 
 
+def paired(rows, key, ours_side, floor_side, **match):
+    """Our overhead over the floor, % (more time per operation), paired round by round: (median, min, max) over
+    the rounds where both sides have `key`, or None. `key` is a time or a CPU cost; a rate is turned into a
+    time by `per_s_key`'s inverse before the caller passes it (see `beside_floor`)."""
+    by_round = defaultdict(dict)
+    for r in rows:
+        if all(r.get(k) == v for k, v in match.items()) and r.get(key) is not None:
+            by_round[r["round"]][r["side"]] = r[key]
+    overs = sorted(100 * (v[ours_side] / v[floor_side] - 1) for v in by_round.values()
+                   if ours_side in v and floor_side in v and v[floor_side])
+    return (statistics.median(overs), overs[0], overs[-1]) if overs else None
+
+
+def paired_cells(p):
+    """An overhead from `paired` as two cells: the median, and its range over the rounds."""
+    return [None, None] if p is None else [p[0], f"{fmt(p[1])} to {fmt(p[2])}"]
+
+
 def paths_interleaved(by):
     """The other hot paths beside their floors, interleaved (`sema-bench beside-floor-paths`): medians of the rounds."""
     rows = [r for r in by.get("beside-floor-paths", []) if "side" in r]
     if not rows:
-        return []
+        return ["No interleaved lines of the other hot paths in this run.", ""]
     med = lambda xs: statistics.median(xs) if xs else None
-    over = lambda ours, floor: ours is not None and floor and 100 * (ours / floor - 1)
     values = lambda path, side, key: [r[key] for r in rows if r["path"] == path and r["side"] == side and r.get(key) is not None]
     rounds = max(r["round"] for r in rows) + 1
     out_rows = []
     for path, name in INTERLEAVED_PATHS:
         o50, f50 = med(values(path, "ours", "p50_ms")), med(values(path, "floor", "p50_ms"))
-        o99, f99 = med(values(path, "ours", "p99_ms")), med(values(path, "floor", "p99_ms"))
-        ocpu, fcpu = med(values(path, "ours", "cpu_ms_per_op")), med(values(path, "floor", "cpu_ms_per_op"))
         if o50 is None or f50 is None:
             continue
-        out_rows.append([name, o50, f50, over(o50, f50), o99, f99, over(o99, f99), ocpu, fcpu, over(ocpu, fcpu)])
+        out_rows.append([name, o50, f50] + paired_cells(paired(rows, "p50_ms", "ours", "floor", path=path))
+                        + paired_cells(paired(rows, "p99_ms", "ours", "floor", path=path))
+                        + [med(values(path, "ours", "cpu_ms_per_op")), med(values(path, "floor", "cpu_ms_per_op"))]
+                        + paired_cells(paired(rows, "cpu_ms_per_op", "ours", "floor", path=path)))
     errors = sum(r.get("errors", 0) for r in rows)
     return [
         f"**The other hot paths beside their floors, interleaved** (`sema-bench beside-floor-paths`: both Workers served "
-        f"at once, on the same instances as the interleaved admission above; {rounds} rounds, each measuring every path on "
-        "both sides, in an order that alternates by round; medians of the rounds). Overhead = how much longer ours takes "
-        "(negative: ours was faster). CPU = the side's workerd CPU per operation (a submit under contention, an append, a "
-        "hand-over). A hand-over's CPU is not like for like: each of ours also carries the run's finish (so a warm session "
-        "is free for the next round), which the floor's shape has not, and over the WebSocket ours also has the bench's "
-        "polls of the dispatcher's admin route until the runner shows waiting (the floor's socket answers `ready` with "
-        "`waiting` itself, so it needs none); the latencies are like for like:",
+        f"at once, on the same instances as the interleaved admission above; a warm-up round, then {rounds} rounds, each "
+        "measuring every path on both sides, which side goes first alternating by round and by path). Overhead = how much "
+        "longer ours takes (negative: ours was faster), taken round by round against the floor measured beside it: the "
+        "median of the rounds and their range. CPU = the side's workerd CPU per operation carried out (a submit under "
+        "contention, the one admitted included; an append; a hand-over). A hand-over's CPU is not like for like: each of "
+        "ours also carries the run's finish (so a warm session is free for the next round), which the floor's shape has "
+        "not, and over the WebSocket ours also has the bench's polls of the dispatcher's admin route until the runner shows "
+        "waiting (the floor's socket answers `ready` with `waiting` itself, so it needs none); ours' append window also "
+        "holds the run's submit, lease and stream opening and its finish, once per measurement. The latencies are like "
+        "for like:",
         "",
-        table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "ours p99 ms", "floor p99 ms", "overhead p99 %",
-               "ours CPU ms", "floor CPU ms", "CPU overhead %"], out_rows),
+        table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "range", "overhead p99 %", "range",
+               "ours CPU ms", "floor CPU ms", "CPU overhead %", "range"], out_rows),
         "",
         f"Errors across these lines: {errors}.",
         "",

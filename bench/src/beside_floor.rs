@@ -161,7 +161,7 @@ pub struct PathCounts {
     pub samples: usize,
 }
 
-/// The hot paths set beside their floors, by the name the report gives them.
+/// The hot paths set beside their floors (bench/report.py's `INTERLEAVED_PATHS` names them).
 const PATHS: [&str; 6] = [
     "contention",
     "append",
@@ -188,27 +188,41 @@ fn run_path(ctx: &Ctx, floor: &str, path: &str, ours: bool, n: &PathCounts) {
     }
 }
 
-/// Operations one measurement of `path` makes: submits under contention, appends, or hand-overs
-/// (the warm-up round included). Ours also finishes each run it hands over (so a warm session is
-/// free for the next round); the floor's shape has no finish.
-fn operations(path: &str, n: &PathCounts) -> usize {
+/// Operations a side's measurement of `path` carried out, from its result line: submits under
+/// contention (the one admitted per session and its 409s), appends received, or hand-overs (the
+/// warm-up round included, which ran inside the same CPU window). Ours also finishes each run it
+/// hands over (so a warm session is free for the next round); the floor's shape has no finish.
+fn operations(path: &str, line: &serde_json::Value) -> u64 {
+    let n = |k: &str| line[k].as_u64().unwrap_or(0);
     match path {
-        "contention" => n.sessions * n.contenders,
-        "append" => n.samples,
-        _ => n.samples + 1,
+        "contention" => n("accepted_total") + n("conflicts_409"),
+        "append" => n("samples"),
+        _ => n("samples") + 1,
     }
 }
 
-/// `rounds` rounds; in each, every path is measured on both sides, in an order that alternates
-/// from round to round. Each result line is its scenario's own, renamed `beside-floor-paths` (the
-/// original name kept as `measured`), with the path, side and round, and, given the pids, the
-/// side's workerd CPU per operation.
+/// A warm-up round (both sides, every path, small counts, lines dropped), then `rounds` rounds; in
+/// each, every path is measured on both sides, the first side alternating by round and by path, so
+/// with an even number of rounds each side goes first equally often on every path. Each result
+/// line is its scenario's own, renamed `beside-floor-paths` (the original name kept as
+/// `measured`), with the path, side and round, and, given the pids, the side's workerd CPU per
+/// operation carried out.
 pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) {
     let ticks = clock_ticks();
+    let warm_up = PathCounts {
+        sessions: 2,
+        contenders: n.contenders,
+        samples: 10,
+    };
+    for path in PATHS {
+        for ours in [true, false] {
+            captured(|| run_path(ctx, at.floor, path, ours, &warm_up));
+        }
+    }
     for round in 0..rounds {
-        for path in PATHS {
+        for (i, path) in PATHS.into_iter().enumerate() {
             for k in 0..2 {
-                let ours = (round + k) % 2 == 0;
+                let ours = (round + i + k) % 2 == 0;
                 let pid = if ours { at.ours_pid } else { at.floor_pid };
                 let cpu_before = pid.and_then(cpu_ticks);
                 let lines = captured(|| run_path(ctx, at.floor, path, ours, n));
@@ -219,10 +233,10 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
                     line["path"] = json!(path);
                     line["side"] = json!(if ours { "ours" } else { "floor" });
                     line["round"] = json!(round);
-                    if let Some((before, after)) = cpu {
-                        line["cpu_ms_per_op"] = json!(
-                            (after - before) as f64 * 1000.0 / ticks / operations(path, n) as f64
-                        );
+                    let ops = operations(path, &line);
+                    if let Some((before, after)) = cpu.filter(|_| ops > 0) {
+                        line["cpu_ms_per_op"] =
+                            json!((after - before) as f64 * 1000.0 / ticks / ops as f64);
                     }
                     emit(line);
                 }

@@ -80,7 +80,8 @@ fn emit(mut line: Value) {
         if let Some(t) = TARGET.get() {
             obj.insert("target".into(), json!(t));
         }
-        if wall > 0.0 {
+        // A line emitted again after a capture (see `captured`) keeps its first figure.
+        if wall > 0.0 && !obj.contains_key("load_generator_cpu_pct") {
             obj.insert(
                 "load_generator_cpu_pct".into(),
                 json!((100.0 * (now.1 - cpu0) / wall).round()),
@@ -99,6 +100,7 @@ static CAPTURED: std::sync::Mutex<Option<Vec<Value>>> = std::sync::Mutex::new(No
 
 /// Runs `f`, and returns the result lines it emitted instead of printing them, so that a caller can
 /// add what it measured around them (a scenario run as one side of an interleaved comparison).
+/// Not reentrant: a capture inside `f` would end this one.
 fn captured(f: impl FnOnce()) -> Vec<Value> {
     *CAPTURED.lock().unwrap() = Some(vec![]);
     f();
@@ -845,6 +847,30 @@ struct Cli {
     scenario: Scenario,
 }
 
+/// Where the two sides of an interleaved comparison run (`beside-floor`, `beside-floor-paths`).
+#[derive(Debug, clap::Args)]
+struct SidesArgs {
+    /// Base URL of the floor Worker.
+    #[arg(long)]
+    floor_url: String,
+    /// Our Worker's workerd pid (for its CPU per operation).
+    #[arg(long)]
+    workerd_pid: Option<u32>,
+    /// The floor Worker's workerd pid.
+    #[arg(long)]
+    floor_workerd_pid: Option<u32>,
+}
+
+impl SidesArgs {
+    fn sides(&self) -> beside_floor::Sides<'_> {
+        beside_floor::Sides {
+            floor: &self.floor_url,
+            ours_pid: self.workerd_pid,
+            floor_pid: self.floor_workerd_pid,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Scenario {
     /// Append → SSE receipt latency (one event per call).
@@ -927,15 +953,8 @@ enum Scenario {
     /// once: per concurrency level, rounds measuring each side once in a rotating order; then
     /// sequential admissions into a warm and a new object, the sides taking turns.
     BesideFloor {
-        /// Base URL of the floor Worker.
-        #[arg(long)]
-        floor_url: String,
-        /// Our Worker's workerd pid (for CPU per admission).
-        #[arg(long)]
-        workerd_pid: Option<u32>,
-        /// The floor Worker's workerd pid.
-        #[arg(long)]
-        floor_workerd_pid: Option<u32>,
+        #[command(flatten)]
+        sides: SidesArgs,
         /// Rounds per concurrency level.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
@@ -947,18 +966,13 @@ enum Scenario {
         samples: usize,
     },
     /// Our other hot paths and their floors (`floor-paths`), interleaved on both Workers served at
-    /// once: per round, each path measured on each side, in an order that alternates by round.
+    /// once: a warm-up round, then per round each path measured on each side, which side goes first
+    /// alternating by round and by path.
     BesideFloorPaths {
-        /// Base URL of the floor Worker.
-        #[arg(long)]
-        floor_url: String,
-        /// Our Worker's workerd pid (for CPU per operation).
-        #[arg(long)]
-        workerd_pid: Option<u32>,
-        /// The floor Worker's workerd pid.
-        #[arg(long)]
-        floor_workerd_pid: Option<u32>,
-        #[arg(long, default_value_t = 3)]
+        #[command(flatten)]
+        sides: SidesArgs,
+        /// Rounds (even: each side then goes first equally often on every path).
+        #[arg(long, default_value_t = 6)]
         rounds: usize,
         /// Contention: sessions per side and round.
         #[arg(long, default_value_t = 20)]
@@ -1188,40 +1202,24 @@ fn main() {
         Scenario::Reaper { runs, stale } => reaper(&ctx, runs, stale),
         Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
         Scenario::BesideFloor {
-            floor_url,
-            workerd_pid,
-            floor_workerd_pid,
+            sides,
             rounds,
             per_level,
             samples,
-        } => {
-            let at = beside_floor::Sides {
-                floor: &floor_url,
-                ours_pid: workerd_pid,
-                floor_pid: floor_workerd_pid,
-            };
-            beside_floor::beside_floor(&ctx, &at, rounds, per_level, samples)
-        }
+        } => beside_floor::beside_floor(&ctx, &sides.sides(), rounds, per_level, samples),
         Scenario::BesideFloorPaths {
-            floor_url,
-            workerd_pid,
-            floor_workerd_pid,
+            sides,
             rounds,
             sessions,
             contenders,
             samples,
         } => {
-            let at = beside_floor::Sides {
-                floor: &floor_url,
-                ours_pid: workerd_pid,
-                floor_pid: floor_workerd_pid,
-            };
             let counts = beside_floor::PathCounts {
                 sessions,
                 contenders,
                 samples,
             };
-            beside_floor::beside_floor_paths(&ctx, &at, rounds, &counts)
+            beside_floor::beside_floor_paths(&ctx, &sides.sides(), rounds, &counts)
         }
         Scenario::Leader {
             subtasks,

@@ -10,4 +10,8 @@ export CLOUDFLARE_CF_FETCH_ENABLED=false
 # free_port: a loopback port for a server a script is about to start, drawn from below the kernel's
 # ephemeral range and held from other picks for a while (scripts/lib/free_port.py says why).
 _sema_lib="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-free_port() { python3 "$_sema_lib/free_port.py"; }
+free_port() {
+  local p
+  p=$(python3 "$_sema_lib/free_port.py") && [[ "$p" =~ ^[0-9]+$ ]] || { echo "free_port: no port" >&2; return 1; }
+  echo "$p"
+}

@@ -61,11 +61,27 @@ _run_worker() {
   printf '%s' "$!" >"$work/$1.pid"
 }
 
-# The process group of whatever listens on loopback port $1 (empty when nothing does).
+# The process group of whatever listens on loopback port $1; empty when that cannot be seen (nothing
+# listens, or `ss` shows no process).
 _listener_pgid() {
-  local pid
-  pid=$(ss -ltnpH "sport = :$1" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
-  [[ -n "$pid" ]] && ps -o pgid= -p "$pid" | tr -d ' '
+  local pid stat
+  pid=$(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+  [[ -n "$pid" ]] && stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
+  # Fields after the parenthesised command name: state, ppid, pgrp.
+  read -r _ _ pgrp _ <<<"${stat##*) }"
+  echo "$pgrp"
+}
+
+# still_ours NAME URL: whether the process answering at URL's port is of the Worker launched as NAME
+# (true when the listener's process cannot be seen; false, with NAME's log, on a real mismatch).
+still_ours() {
+  local name=$1 url=$2 owner
+  [[ -f "$work/$name.pid" ]] || return 0
+  owner=$(_listener_pgid "${url##*:}")
+  [[ -z "$owner" || "$owner" == "$(cat "$work/$name.pid")" ]] && return 0
+  echo "$name: $url is served by process group $owner, not by $name's ($(cat "$work/$name.pid")); its log:"
+  tail -n 5 "$work/$name.log"
+  return 1
 }
 
 # wait_healthy URL NAME: until URL/health answers, from the Worker launched as NAME: an answer from
@@ -75,15 +91,11 @@ _listener_pgid() {
 # several start at once: "Address already in use") is started again, at most twice, with its log
 # kept beside.
 wait_healthy() {
-  local url=$1 name=$2 restarts=0 owner
+  local url=$1 name=$2 restarts=0
   for _ in $(seq 1 120); do
     if curl -fsS "$url/health" >/dev/null 2>&1; then
-      [[ -f "$work/$name.pid" ]] || return 0
-      owner=$(_listener_pgid "${url##*:}")
-      [[ "$owner" == "$(cat "$work/$name.pid")" ]] && return 0
-      echo "$name: $url/health was answered by process group ${owner:-unknown}, not by $name's ($(cat "$work/$name.pid")); its log:"
-      tail -n 5 "$work/$name.log"
-      return 1
+      still_ours "$name" "$url"
+      return
     fi
     if [[ -f "$work/$name.pid" ]] && ! kill -0 -- "-$(cat "$work/$name.pid")" 2>/dev/null && ((restarts < 2)); then
       restarts=$((restarts + 1))

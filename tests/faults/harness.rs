@@ -38,7 +38,7 @@ fn free_port() -> u16 {
         .arg(Path::new(root()).join("scripts/lib/free_port.py"))
         .output()
         .expect("run scripts/lib/free_port.py");
-    assert!(out.status.success(), "free_port.py: {:?}", out);
+    assert!(out.status.success(), "free_port.py: {out:?}");
     String::from_utf8_lossy(&out.stdout)
         .trim()
         .parse()
