@@ -42,6 +42,20 @@ pub struct Sides<'a> {
     pub floor_pid: Option<u32>,
 }
 
+impl Sides<'_> {
+    /// Runs `f` as one side's measurement: its result, and the CPU ms that side's workerd spent
+    /// meanwhile (`None` without its pid).
+    fn measure<R>(&self, ours: bool, ticks: f64, f: impl FnOnce() -> R) -> (R, Option<f64>) {
+        let pid = if ours { self.ours_pid } else { self.floor_pid };
+        let before = pid.and_then(cpu_ticks);
+        let r = f();
+        let spent = before
+            .zip(pid.and_then(cpu_ticks))
+            .map(|(b, a)| (a - b) as f64 * 1000.0 / ticks);
+        (r, spent)
+    }
+}
+
 pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samples: usize) {
     let floor = at.floor;
     let ticks = clock_ticks();
@@ -51,23 +65,21 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
             for k in 0..sides.len() {
                 let side = sides[(round + k) % sides.len()];
                 let ours = side == "ours";
-                let pid = if ours { at.ours_pid } else { at.floor_pid };
-                let cpu_before = pid.and_then(cpu_ticks);
-                let mut line = if ours {
-                    admission_level(conc, per_level, 202, &|agent: &ureq::Agent| {
-                        timed_submit(agent, &ctx.url, &unique("bfo"))
-                    })
-                } else {
-                    admission_level(conc, per_level, 200, &|agent: &ureq::Agent| {
-                        post_part(agent, floor, side, &unique("bfn"))
-                    })
-                };
-                let cpu = cpu_before.zip(pid.and_then(cpu_ticks));
+                let (mut line, cpu_ms) = at.measure(ours, ticks, || {
+                    if ours {
+                        admission_level(conc, per_level, 202, &|agent: &ureq::Agent| {
+                            timed_submit(agent, &ctx.url, &unique("bfo"))
+                        })
+                    } else {
+                        admission_level(conc, per_level, 200, &|agent: &ureq::Agent| {
+                            post_part(agent, floor, side, &unique("bfn"))
+                        })
+                    }
+                });
                 let accepted =
                     line["requests"].as_u64().unwrap_or(0) - line["errors"].as_u64().unwrap_or(0);
-                if let Some((before, after)) = cpu.filter(|_| accepted > 0) {
-                    line["cpu_ms_per_admission"] =
-                        json!((after - before) as f64 * 1000.0 / ticks / accepted as f64);
+                if let Some(ms) = cpu_ms.filter(|_| accepted > 0) {
+                    line["cpu_ms_per_admission"] = json!(ms / accepted as f64);
                 }
                 line["scenario"] = json!("beside-floor");
                 line["side"] = json!(side);
@@ -223,10 +235,9 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         for (i, path) in PATHS.into_iter().enumerate() {
             for k in 0..2 {
                 let ours = (round + i + k) % 2 == 0;
-                let pid = if ours { at.ours_pid } else { at.floor_pid };
-                let cpu_before = pid.and_then(cpu_ticks);
-                let lines = captured(|| run_path(ctx, at.floor, path, ours, n));
-                let cpu = cpu_before.zip(pid.and_then(cpu_ticks));
+                let (lines, cpu_ms) = at.measure(ours, ticks, || {
+                    captured(|| run_path(ctx, at.floor, path, ours, n))
+                });
                 for mut line in lines {
                     line["measured"] = line["scenario"].clone();
                     line["scenario"] = json!("beside-floor-paths");
@@ -234,9 +245,8 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
                     line["side"] = json!(if ours { "ours" } else { "floor" });
                     line["round"] = json!(round);
                     let ops = operations(path, &line);
-                    if let Some((before, after)) = cpu.filter(|_| ops > 0) {
-                        line["cpu_ms_per_op"] =
-                            json!((after - before) as f64 * 1000.0 / ticks / ops as f64);
+                    if let Some(ms) = cpu_ms.filter(|_| ops > 0) {
+                        line["cpu_ms_per_op"] = json!(ms / ops as f64);
                     }
                     emit(line);
                 }

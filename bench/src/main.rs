@@ -12,6 +12,9 @@
 //! sema-bench --url URL beside-floor --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 3]
 //!                                    [--per-level 256] [--samples 100]
 //!                                                    our admission and the floor Worker's, interleaved
+//! sema-bench --url URL beside-floor-paths --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 6]
+//!                                    [--sessions 20] [--contenders 100] [--samples 100]
+//!                                                    409s, append, hand-overs and their floors, interleaved
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
 //!                                                    leader runs: admission to settle, D1 per child

@@ -1,6 +1,6 @@
 # PostgreSQL and MariaDB servers for the store contract suite: started on loopback in a temporary
-# directory, stopped (and their data removed) by the caller's cleanup. Sourced by scripts/test, scripts/test-postgres and scripts/bench,
-# after scripts/lib/env.sh (its free_port).
+# directory, stopped (and their data removed) by the caller's cleanup. Sourced by scripts/test,
+# scripts/test-postgres and scripts/bench, after scripts/lib/env.sh (its free_port).
 #   start_databases DIR   sets SEMA_PG_URL and SEMA_MYSQL_URL; returns non-zero if a server fails
 #   start_postgres DIR    PostgreSQL alone (sets SEMA_PG_URL and SEMA_PG_PORT)
 #   stop_databases        stops both; safe to call more than once

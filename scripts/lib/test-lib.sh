@@ -1,6 +1,7 @@
 # Shared by scripts/test and scripts/test-postgres (sourced after they set `work`, `passed` and
 # `failed`): counted checks, counted cargo test runs, the test tokens, Worker launches and health
-# waits, the schema-version check. Ports come from scripts/lib/env.sh's free_port.
+# waits, the schema-version check, the Workers' logged errors. Ports come from scripts/lib/env.sh's
+# free_port.
 
 # One named check that counts as a single test.
 check() {
@@ -64,12 +65,9 @@ _run_worker() {
 # The process group of whatever listens on loopback port $1; empty when that cannot be seen (nothing
 # listens, or `ss` shows no process).
 _listener_pgid() {
-  local pid stat
+  local pid
   pid=$(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
-  [[ -n "$pid" ]] && stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0
-  # Fields after the parenthesised command name: state, ppid, pgrp.
-  read -r _ _ pgrp _ <<<"${stat##*) }"
-  echo "$pgrp"
+  [[ -n "$pid" ]] && pgid_of "$pid"
 }
 
 # still_ours NAME URL: whether the process answering at URL's port is of the Worker launched as NAME
@@ -126,4 +124,12 @@ schema_check() {
   out=$(curl -sS -w '\n%{http_code}' -H 'X-Sema-Principal: schema-check' "$url/v1/runs")
   echo "$out"
   [[ $(tail -n 1 <<<"$out") == 200 ]]
+}
+
+# log_errors TITLE LOG...: under TITLE, the first lines of the Workers' logs that name an error (for
+# the end of a failing run, where CI's view of the output ends).
+log_errors() {
+  echo "---- $1 ----"
+  shift
+  grep -E 'Address already in use|EADDRINUSE|ERROR|Uncaught|panicked' "$@" 2>/dev/null | head -n 20
 }

@@ -31,7 +31,7 @@ pub fn work_dir(name: &str) -> PathBuf {
 }
 
 /// A port for a Worker this harness starts, from the scripts' one picker (scripts/lib/free_port.py):
-/// below the kernel's ephemeral range, so no socket of another Worker takes it before ours binds,
+/// outside the kernel's ephemeral range, so no socket of another Worker takes it before ours binds,
 /// and held from the scripts' other picks.
 fn free_port() -> u16 {
     let out = Command::new("python3")
