@@ -3,6 +3,14 @@
 # waits, the schema-version check, the Workers' logged errors. Ports come from scripts/lib/env.sh's
 # free_port.
 
+# fail WHAT [LOG]: counts one failure and keeps its name (and the log that tells why) for
+# report_failures, which the scripts call last: CI keeps only the tail of the output.
+failures=()
+fail() {
+  failed=$((failed + 1))
+  failures+=("$1${2:+|$2}")
+}
+
 # One named check that counts as a single test.
 check() {
   local name=$1
@@ -11,7 +19,7 @@ check() {
     passed=$((passed + 1))
     echo "check $name ... ok"
   else
-    failed=$((failed + 1))
+    fail "check $name" "$work/check-$name.log"
     echo "check $name ... FAILED"
     tail -n 60 "$work/check-$name.log"
   fi
@@ -29,8 +37,9 @@ cargo_tests() {
   f=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^failed/) s += $i } END { print s + 0 }' "$log")
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0}))
+  ((${f:-0} > 0)) && failures+=("$name: $(grep -cE '^test .* FAILED$' "$log") failed test(s)|$log")
   if [[ $status -ne 0 && ${f:-0} -eq 0 ]]; then
-    failed=$((failed + 1))
+    fail "$name: cargo exited $status without reporting a failed test (build failure? crash?)" "$log"
     echo "$name: cargo exited $status without reporting a failed test (build failure?)"
   fi
 }
@@ -132,4 +141,25 @@ log_errors() {
   echo "---- $1 ----"
   shift
   grep -E 'Address already in use|EADDRINUSE|ERROR|Uncaught|panicked' "$@" 2>/dev/null | head -n 20
+}
+
+# report_failures: each failure fail() kept, with the lines of its log that say why: a cargo
+# suite's failing tests and their panic messages, else the log's last lines.
+report_failures() {
+  ((${#failures[@]} > 0)) || return 0
+  echo "---- what failed ----"
+  local entry what log
+  for entry in "${failures[@]}"; do
+    what=${entry%%|*}
+    log=""
+    [[ $entry == *"|"* ]] && log=${entry#*|}
+    echo "* $what"
+    [[ -n "$log" && -f "$log" ]] || continue
+    if grep -qE '^test .* FAILED$|panicked at' "$log"; then
+      grep -E '^test .* FAILED$' "$log" | sort -u | head -n 10 | sed 's/^/    /'
+      grep -h -A3 'panicked at' "$log" | grep -v '^note: ' | head -n 16 | sed 's/^/    /'
+    else
+      tail -n 12 "$log" | sed 's/^/    /'
+    fi
+  done
 }
