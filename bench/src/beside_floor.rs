@@ -67,11 +67,11 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
                 let ours = side == "ours";
                 let (mut line, cpu_ms) = at.measure(ours, ticks, || {
                     if ours {
-                        admission_level(conc, per_level, 202, &|agent: &ureq::Agent| {
+                        admission_level(conc, per_level, 202, &|agent: &ureq::Agent, _| {
                             timed_submit(agent, &ctx.url, &unique("bfo"))
                         })
                     } else {
-                        admission_level(conc, per_level, 200, &|agent: &ureq::Agent| {
+                        admission_level(conc, per_level, 200, &|agent: &ureq::Agent, _| {
                             post_part(agent, floor, side, &unique("bfn"))
                         })
                     }

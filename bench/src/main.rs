@@ -4,6 +4,7 @@
 //! sema-bench --url URL events-latency [--samples N]   append → SSE receipt latency (one event per call)
 //! sema-bench --url URL events-ingest [--batches N] [--batch-size K] [--runs R]
 //! sema-bench --url URL admission [--per-level N]     submits to fresh sessions at concurrency 1/8/32/128
+//! sema-bench --url URL admission-warm [--per-level N]  submits to warm sessions (each run cancelled after it)
 //! sema-bench --url URL contention [--sessions S] [--contenders C]  C simultaneous submits per session
 //! sema-bench --url URL fanout [--subscribers N] [--events E]       N SSE clients on one run
 //! sema-bench --url URL conflict-under-appends [--writers 4] [--clients 4] [--per-client 50]
@@ -324,7 +325,7 @@ fn admission_levels(
     scenario: &str,
     per_level: usize,
     accepted: u16,
-    submit: impl Fn(&ureq::Agent) -> (u16, f64) + Sync,
+    submit: impl Fn(&ureq::Agent, usize) -> (u16, f64) + Sync,
 ) {
     for conc in LEVELS {
         let mut line = admission_level(conc, per_level, accepted, &submit);
@@ -337,23 +338,25 @@ fn admission_levels(
 const LEVELS: [usize; 4] = [1, 8, 32, 128];
 
 /// `per_level` submits (at least `conc`) from `conc` threads: the level's result line, without
-/// its scenario name.
+/// its scenario name. `submit` is told which thread (0..conc) calls it.
 fn admission_level(
     conc: usize,
     per_level: usize,
     accepted: u16,
-    submit: &(impl Fn(&ureq::Agent) -> (u16, f64) + Sync),
+    submit: &(impl Fn(&ureq::Agent, usize) -> (u16, f64) + Sync),
 ) -> Value {
     let per_thread = per_level.max(conc) / conc;
     let start = Instant::now();
     let results: Vec<(u16, f64)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..conc)
-            .map(|_| {
-                s.spawn(|| {
+            .map(|thread| {
+                s.spawn(move || {
                     let agent = ureq::AgentBuilder::new()
                         .timeout(Duration::from_secs(60))
                         .build();
-                    (0..per_thread).map(|_| submit(&agent)).collect::<Vec<_>>()
+                    (0..per_thread)
+                        .map(|_| submit(&agent, thread))
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
@@ -380,9 +383,44 @@ fn admission_level(
 
 /// Admissions into distinct fresh sessions, at increasing concurrency.
 fn admission(ctx: &Ctx, per_level: usize) {
-    admission_levels("admission", per_level, 202, |agent| {
+    admission_levels("admission", per_level, 202, |agent, _| {
         timed_submit(agent, &ctx.url, &unique("adm"))
     });
+}
+
+/// Admissions into warm sessions, at increasing concurrency: each thread keeps one session, whose
+/// object a submit and cancel before the level has created; each timed submit is followed by the
+/// cancel of its run (untimed, but inside the level's window: `per_s` counts admissions, each
+/// with its cancel, as a session admitting one run after another must).
+fn admission_warm(ctx: &Ctx, per_level: usize) {
+    let admit_then_cancel = |agent: &ureq::Agent, session: &str| {
+        let (answer, ms) = submit_run(agent, &ctx.url, session);
+        let status = status_of(&answer);
+        let task = answer
+            .ok()
+            .and_then(|r| r.into_string().ok())
+            .and_then(|body| serde_json::from_str::<Value>(&body).ok())
+            .and_then(|v| v["taskId"].as_str().map(str::to_owned));
+        if let Some(task) = task {
+            let _ = agent
+                .post(&format!("{}/v1/runs/{task}/cancel", ctx.url))
+                .set("content-type", "application/json")
+                .send_string("{}");
+        }
+        (status, ms)
+    };
+    for conc in LEVELS {
+        let prefix = unique("warm-adm");
+        let sessions: Vec<String> = (0..conc).map(|t| format!("{prefix}-{t}")).collect();
+        for session in &sessions {
+            admit_then_cancel(&ctx.agent, session);
+        }
+        let mut line = admission_level(conc, per_level, 202, &|agent, thread| {
+            admit_then_cancel(agent, &sessions[thread])
+        });
+        line["scenario"] = json!("admission-warm");
+        emit(line);
+    }
 }
 
 /// `contenders` simultaneous submits to each of `sessions` fresh sessions (from `new_session`):
@@ -771,7 +809,7 @@ fn peer_submit(agent: &ureq::Agent, url: &str, thread: &str, hold_ms: u64) -> (u
 
 /// Admission scenario against the peer: runs on fresh threads at increasing concurrency.
 fn peer_admission(ctx: &Ctx, per_level: usize) {
-    admission_levels("peer-admission", per_level, 200, |agent| {
+    admission_levels("peer-admission", per_level, 200, |agent, _| {
         peer_submit(agent, &ctx.url, &uuid_like(), 0)
     });
 }
@@ -922,6 +960,13 @@ enum Scenario {
     },
     /// Submits to fresh sessions at concurrency 1/8/32/128.
     Admission {
+        /// Submits at each concurrency level.
+        #[arg(long, default_value_t = 256)]
+        per_level: usize,
+    },
+    /// Submits to warm sessions (one per thread, each run cancelled after its submit) at
+    /// concurrency 1/8/32/128.
+    AdmissionWarm {
         /// Submits at each concurrency level.
         #[arg(long, default_value_t = 256)]
         per_level: usize,
@@ -1182,6 +1227,7 @@ fn main() {
             runs,
         } => events_ingest(&ctx, batches, batch_size, runs),
         Scenario::Admission { per_level } => admission(&ctx, per_level),
+        Scenario::AdmissionWarm { per_level } => admission_warm(&ctx, per_level),
         Scenario::SteerFlood {
             clients,
             per_client,
