@@ -155,7 +155,9 @@ report_failures() {
     [[ $entry == *"|"* ]] && log=${entry#*|}
     echo "* $what"
     [[ -n "$log" && -f "$log" ]] || continue
-    if grep -qE '^test .* FAILED$|panicked at' "$log"; then
+    if [[ $log == *-failed.log ]]; then # another script's own report of what failed
+      head -n 40 "$log" | sed 's/^/    /'
+    elif grep -qE '^test .* FAILED$|panicked at' "$log"; then
       grep -E '^test .* FAILED$' "$log" | sort -u | head -n 10 | sed 's/^/    /'
       grep -h -A3 'panicked at' "$log" | grep -v '^note: ' | head -n 16 | sed 's/^/    /'
     else
