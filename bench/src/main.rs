@@ -391,8 +391,14 @@ fn admission(ctx: &Ctx, per_level: usize) {
 /// Admissions into warm sessions, at increasing concurrency: each thread keeps one session, whose
 /// object a submit and cancel before the level has created; each timed submit is followed by the
 /// cancel of its run (untimed, but inside the level's window: `per_s` counts admissions, each
-/// with its cancel, as a session admitting one run after another must).
+/// with its cancel, as a session admitting one run at a time must). A cancel that fails leaves
+/// its session held, so the thread's later submits count as errors; the line counts the failed
+/// cancels (`cancel_errors`) and the sessions whose warming submit or cancel failed
+/// (`warming_errors`: their first timed submit created the object).
 fn admission_warm(ctx: &Ctx, per_level: usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let cancel_errors = AtomicUsize::new(0);
+    // (submit status, its latency ms, whether the cancel that followed a 202 succeeded)
     let admit_then_cancel = |agent: &ureq::Agent, session: &str| {
         let (answer, ms) = submit_run(agent, &ctx.url, session);
         let status = status_of(&answer);
@@ -401,24 +407,33 @@ fn admission_warm(ctx: &Ctx, per_level: usize) {
             .and_then(|r| r.into_string().ok())
             .and_then(|body| serde_json::from_str::<Value>(&body).ok())
             .and_then(|v| v["taskId"].as_str().map(str::to_owned));
-        if let Some(task) = task {
-            let _ = agent
+        let cancelled = task.filter(|_| status == 202).map(|task| {
+            agent
                 .post(&format!("{}/v1/runs/{task}/cancel", ctx.url))
                 .set("content-type", "application/json")
-                .send_string("{}");
-        }
-        (status, ms)
+                .send_string("{}")
+                .is_ok()
+        });
+        (status, ms, cancelled)
     };
     for conc in LEVELS {
         let prefix = unique("warm-adm");
         let sessions: Vec<String> = (0..conc).map(|t| format!("{prefix}-{t}")).collect();
-        for session in &sessions {
-            admit_then_cancel(&ctx.agent, session);
-        }
+        let warming_errors = sessions
+            .iter()
+            .filter(|s| admit_then_cancel(&ctx.agent, s).2 != Some(true))
+            .count();
+        cancel_errors.store(0, Ordering::Relaxed);
         let mut line = admission_level(conc, per_level, 202, &|agent, thread| {
-            admit_then_cancel(agent, &sessions[thread])
+            let (status, ms, cancelled) = admit_then_cancel(agent, &sessions[thread]);
+            if cancelled == Some(false) {
+                cancel_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            (status, ms)
         });
         line["scenario"] = json!("admission-warm");
+        line["cancel_errors"] = json!(cancel_errors.load(Ordering::Relaxed));
+        line["warming_errors"] = json!(warming_errors);
         emit(line);
     }
 }
