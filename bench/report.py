@@ -43,6 +43,16 @@ def pick(rows, **kw):
     return [r for r in rows if all(r.get(k) == v for k, v in kw.items())]
 
 
+def floor_at(by, part, kind, c):
+    """The floor Worker's line for `part` into `kind` objects ("new" / "warm") at concurrency `c` (section 10), or None."""
+    return next(iter(pick(by.get("floor", []), part=part, objects=kind, concurrency=c)), None)
+
+
+def best_new_object_rate(by):
+    """The floor's best rate of round trips into new objects in this run (per s), or None."""
+    return max((r["per_s"] for r in pick(by.get("floor", []), part="do", objects="new")), default=None)
+
+
 def findings(by, ceil):
     """Observations computed from this run's figures (design problems are named as such)."""
     adm = pick(by["admission"], target="workerd-direct")
@@ -86,8 +96,7 @@ def warm_admission_rows(by):
     rows = by.get("admission-warm", [])
     if not rows:
         return []
-    fl = lambda c: next((r.get("per_s") for r in by.get("floor", []) if r.get("part") == DESIGN_FLOOR
-                         and r.get("objects") == "warm" and r.get("concurrency") == c), None)
+    fl = lambda c: (floor_at(by, DESIGN_FLOOR, "warm", c) or {}).get("per_s")
     return [
         "Into warm sessions (`admission-warm`, workerd-direct): each client thread keeps one session, whose object "
         "exists before the level starts; each submit is followed by the cancel of its run, inside the level's window "
@@ -108,8 +117,6 @@ def targets_section(by):
     same run already misses it (the part named, with its figure) or ours does above a floor that would meet it.
     A target whose figure, floor or reference is missing from the run says so rather than take a verdict."""
     direct = lambda scen, **kw: next(iter(pick(by.get(scen, []), target="workerd-direct", **kw)), None)
-    floor = lambda part, kind, c: next((r for r in by.get("floor", []) if r.get("part") == part and r.get("objects") == kind
-                                        and r.get("concurrency") == c), None)
     rate = lambda r: r and r.get("per_s")
     peer_best = max((r["per_s"] for r in by.get("peer-admission", [])), default=None)
     rows = []
@@ -151,8 +158,8 @@ def targets_section(by):
         for c in (8, 32, 128):
             ours = rate(direct(scen, concurrency=c))
             need = peer_best and factor * peer_best
-            fl = rate(floor(DESIGN_FLOOR, kind, c))
-            platform = rate(floor("do" if kind == "new" else "do-storage", kind, c))
+            fl = rate(floor_at(by, DESIGN_FLOOR, kind, c))
+            platform = rate(floor_at(by, "do" if kind == "new" else "do-storage", kind, c))
             target = (f"admission into {kind} sessions ≥ {factor:g}× the peer's best "
                       + (f"({fmt(peer_best)}/s: {fmt(need)}/s)" if need else "(the peer not measured)") + f", c={c}"
                       + (" (ours: each submit followed by its run's cancel, section 2)" if kind == "warm" else ""))
@@ -206,7 +213,7 @@ def targets_section(by):
         add(f"at {big}, admission within 20% of the rate at {fmt(seeded.get('seed-1k'))} runs" + (f", c={c}" if c else ""),
             ratio and f"{ratio:.3f}×", "–", None if ratio is None else ratio >= 0.8, None)
     tick = next(iter(pick(by.get("scale:reaper", []), target="seed-1m")), None)
-    best_new = max((r["per_s"] for r in by.get("floor", []) if r.get("part") == "do" and r.get("objects") == "new"), default=None)
+    best_new = best_new_object_rate(by)
     told = tick and tick.get("sessions_told")
     estimate = best_new and told and 1000 * told / best_new
     add(f"reaper tick with 100 stale ≤ 250 ms ({big})", tick and f"{fmt(tick['tick_duration_ms'])} ms",
@@ -442,7 +449,7 @@ def floor_section(by):
         k = (r["part"], r["objects"])
         if k not in keys:
             keys.append(k)
-    get = lambda part, kind, c: next((r for r in rows if r["part"] == part and r["objects"] == kind and r["concurrency"] == c), None)
+    get = lambda part, kind, c: floor_at(by, part, kind, c)
     out += [
         "`bench/floor/floor.js` (bench-only, never deployed) does in plain JavaScript only the platform parts an admission "
         "is made of, on the same workerd build, measured on its own workerd socket in this run. *new* = every request names "
@@ -789,8 +796,7 @@ def scale_section(by):
     # What bounds the tick: each stale run's session is told, and the seeded sessions have no object
     # yet, so every notice creates one. The floor's best rate of new-object round trips says how long
     # that many take at the platform's own speed.
-    new_obj = [r for r in by.get("floor", []) if r.get("part") == "do" and r.get("objects") == "new"]
-    best = max((r["per_s"] for r in new_obj), default=None)
+    best = best_new_object_rate(by)
     told = rb and rb.get("sessions_told")
     floor_note = []
     if best and told:

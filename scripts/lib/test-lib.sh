@@ -39,8 +39,9 @@ cargo_tests() {
   failed=$((failed + ${f:-0}))
   ((${f:-0} > 0)) && failures+=("$name: $(grep -cE '^test .* FAILED$' "$log") failed test(s)|$log")
   if [[ $status -ne 0 && ${f:-0} -eq 0 ]]; then
-    fail "$name: cargo exited $status without reporting a failed test (build failure? crash?)" "$log"
-    echo "$name: cargo exited $status without reporting a failed test (build failure?)"
+    local why="$name: cargo exited $status without reporting a failed test (build failure? crash?)"
+    fail "$why" "$log"
+    echo "$why"
   fi
 }
 
@@ -133,6 +134,17 @@ schema_check() {
   out=$(curl -sS -w '\n%{http_code}' -H 'X-Sema-Principal: schema-check' "$url/v1/runs")
   echo "$out"
   [[ $(tail -n 1 <<<"$out") == 200 ]]
+}
+
+# uncaught WHAT LOG...: a failure named WHAT when any of the Workers' logs shows an uncaught error
+# or a panic (the lines after each are printed).
+uncaught() {
+  local what=$1
+  shift
+  (($# > 0)) && grep -qE 'Uncaught|panicked' "$@" || return 0
+  echo "$what:"
+  grep -hE -A5 'Uncaught|panicked' "$@" | head -40
+  fail "$what"
 }
 
 # log_errors TITLE LOG...: under TITLE, the first lines of the Workers' logs that name an error (for
