@@ -254,6 +254,7 @@ async fn release_passes(
 /// later, so a lost notice delays the object's view, never a submission.
 async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
     use futures_util::StreamExt;
+    let started = platform::now_ms();
     let pairs = reaper::to_notify(notify);
     s.sessions_told += pairs.len();
     let failures: Vec<String> = futures_util::stream::iter(pairs)
@@ -271,6 +272,7 @@ async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
         .collect()
         .await;
     s.notify_failures += failures.len();
+    s.notify_ms += platform::now_ms() - started;
     for f in failures {
         worker::console_error!("reaper: {f}");
     }

@@ -33,6 +33,11 @@
 //                                      the queue object without waiting for it: the object writes
 //                                      the lease for a waiting long-poll (its answer) or for a ready
 //                                      socket (pushed on it)
+//   POST /tell?p=PREFIX&n=N&at=A       the reaper tick's notices: from one invocation, N objects
+//                                      (PREFIX-0 … PREFIX-N-1, new if the prefix is) each called once,
+//                                      A at a time; each reads its state from storage, as ours does
+//                                      when told that a run ended, and answers. Answers
+//                                      `{"ms":…}`, the wall time of the N calls inside the Worker
 //   POST /admit-reserve?o=NAME&id=K&q=Q    a design to weigh (not ours): the session object first asks
 //                                      the queue object for a ready socket; if one is reserved, the
 //                                      admission's one D1 batch also writes the lease (the run row is
@@ -116,6 +121,20 @@ async function leaseRun(db, id, runner) {
   return results[0] ?? null;
 }
 
+/** Calls objects PREFIX-0 … PREFIX-(n-1) once each (`/do-read`), `at` in flight; the wall ms taken. */
+async function tell(env, prefix, n, at) {
+  const started = Date.now();
+  let next = 0;
+  const lane = async () => {
+    while (next < n) {
+      const name = `${prefix}-${next++}`;
+      await env.FLOOR.get(env.FLOOR.idFromName(name)).call("/do-read");
+    }
+  };
+  await Promise.all(Array.from({ length: at }, lane));
+  return Date.now() - started;
+}
+
 const queueOf = (env, name) => env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(name));
 const json = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const enc = new TextEncoder();
@@ -189,6 +208,9 @@ export class FloorDo extends DurableObject {
         return [202, JSON.stringify({ taskId: id })];
       }
       case "/do":
+        return OK;
+      case "/do-read":
+        await this.state.storage.get("state");
         return OK;
       case "/do-storage":
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
@@ -315,6 +337,15 @@ export default {
       if (!queue) return new Response("q= names the queue", { status: 400 });
       const lease = await queue.call("/poll");
       return lease ? json({ taskId: lease.id, leaseEpoch: lease.epoch }) : new Response(null, { status: 204 });
+    }
+    if (url.pathname === "/tell") {
+      const prefix = url.searchParams.get("p");
+      const n = Number(url.searchParams.get("n"));
+      const at = Number(url.searchParams.get("at"));
+      if (!prefix || !(n > 0 && n <= 1000) || !(at > 0 && at <= n)) {
+        return new Response("p= names the objects, n= (1..1000) counts them, at= (1..n) bounds the calls in flight", { status: 400 });
+      }
+      return json({ ms: await tell(env, prefix, n, at) });
     }
     if (url.pathname === "/d1") {
       await admitBatch(env.DB, url.searchParams.get("id"));

@@ -122,3 +122,44 @@ pub fn floor(url: &str, per_level: usize, only: &[String]) {
         }
     }
 }
+
+/// `floor-tell`: the floor of the reaper tick's notices. Each round asks the floor Worker to call
+/// `objects` new objects from one invocation, `at_once` in flight (`POST /tell`), as the tick tells
+/// the sessions whose claims it released; the Worker times the calls itself, so the figure holds
+/// no HTTP round trip of the client. One result line per `at_once` value: every round's ms and
+/// their median.
+pub fn floor_tell(url: &str, objects: usize, at_once: &[usize], rounds: usize) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build();
+    // Warm-up: the isolate and the objects' class, on objects of their own.
+    for i in 0..20 {
+        post_part(&agent, url, "do", &format!("tell-warmup-{i}"));
+    }
+    for &at in at_once {
+        let mut ms = Vec::with_capacity(rounds);
+        let mut errors = 0;
+        for _ in 0..rounds {
+            let answer = agent
+                .post(&format!(
+                    "{url}/tell?p={}&n={objects}&at={at}",
+                    unique("tell")
+                ))
+                .send_string("");
+            match answer
+                .ok()
+                .and_then(|r| r.into_json::<serde_json::Value>().ok())
+            {
+                Some(body) if body["ms"].is_number() => ms.push(body["ms"].as_f64().unwrap_or(0.0)),
+                _ => errors += 1,
+            }
+        }
+        let mut sorted = ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        emit(json!({
+            "scenario": "floor-tell", "objects": objects, "at_once": at,
+            "rounds": rounds, "ms": ms, "p50_ms": (!sorted.is_empty()).then(|| percentile(&sorted, 50.0)),
+            "errors": errors,
+        }));
+    }
+}

@@ -622,6 +622,7 @@ fn reaper(ctx: &Ctx, runs: usize, stale: usize) {
         "tick_duration_ms": tick["durationMs"], "reaped": tick["reaped"], "pages": tick["pages"],
         "d1_round_trips": tick["d1RoundTrips"], "d1_rows_read": tick["d1RowsRead"],
         "claims_released": tick["terminalClaimsReleased"], "sessions_told": tick["sessionsTold"],
+        "notify_ms": tick["notifyMs"],
     }));
 }
 
@@ -1165,6 +1166,19 @@ enum Scenario {
         #[arg(long, value_delimiter = ',')]
         parts: Vec<String>,
     },
+    /// The floor of the reaper tick's notices on the bench-only floor Worker (`bench/floor/`):
+    /// `objects` new objects called from one invocation, `at_once` in flight, timed inside it.
+    FloorTell {
+        /// Objects per round (the tick's stale runs, one session each).
+        #[arg(long, default_value_t = 100)]
+        objects: usize,
+        /// Calls in flight (comma-separated values; the tick's own is 8).
+        #[arg(long, value_delimiter = ',', default_value = "8")]
+        at_once: Vec<usize>,
+        /// Rounds per value of `at_once`.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// The floor of the other hot paths on the bench-only floor Worker (`bench/floor/`): 409s under
     /// simultaneous submits, append → stream receipt, submit → lease with a runner waiting
     /// (WebSocket and long-poll; new and warm session objects).
@@ -1342,6 +1356,11 @@ fn main() {
             end_to_end::peer_end_to_end(&ctx.url, runs, clients)
         }
         Scenario::Floor { per_level, parts } => floor::floor(&ctx.url, per_level, &parts),
+        Scenario::FloorTell {
+            objects,
+            at_once,
+            rounds,
+        } => floor::floor_tell(&ctx.url, objects, &at_once, rounds),
         Scenario::FloorPaths {
             sessions,
             contenders,

@@ -250,6 +250,12 @@ fn the_cron_reaps_a_silent_run_its_session_object_was_never_told_about() {
         ticks["ticks"][0]["reaped"].as_u64().unwrap() >= 1,
         "{ticks}"
     );
+    // Telling the sessions is a part of the tick's time.
+    let (told_ms, tick_ms) = (
+        ticks["ticks"][0]["notifyMs"].as_i64().unwrap(),
+        ticks["ticks"][0]["durationMs"].as_i64().unwrap(),
+    );
+    assert!((0..=tick_ms).contains(&told_ms), "{ticks}");
     client()
         .with_role("runner")
         .get("/v1/admin/reapers")

@@ -134,6 +134,10 @@ pub struct TickSummary {
     /// The retention batch failed this tick (logged; the next tick tries again).
     #[serde(default)]
     pub retention_failed: bool,
+    /// Of `duration_ms`, the wall time spent telling session objects (both notice passes): calls
+    /// into objects, each of which the runtime may first have to start; the rest is the D1 passes.
+    #[serde(default)]
+    pub notify_ms: i64,
 }
 
 /// Running leader runs the cron drives per tick (a backstop: a child's end drives its leader at once).
