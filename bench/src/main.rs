@@ -1417,6 +1417,11 @@ mod tests {
         let cli = Cli::try_parse_from(["sema-bench", "sqlite-tx"]).unwrap();
         assert_eq!(cli.url, "http://127.0.0.1:8787");
         assert!(matches!(cli.scenario, Scenario::SqliteTx { rows: 2000 }));
+        let cli = Cli::try_parse_from(["sema-bench", "floor-tell", "--at-once", "8,100"]).unwrap();
+        assert!(matches!(
+            cli.scenario,
+            Scenario::FloorTell { objects: 100, ref at_once, rounds: 5 } if at_once == &[8, 100]
+        ));
     }
 
     #[test]
