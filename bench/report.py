@@ -50,7 +50,8 @@ def floor_at(by, part, kind, c):
 
 def tell_floor(by, at_once):
     """The floor Worker's notices to new objects (`floor-tell`) with `at_once` in flight, or None."""
-    return next((r for r in by.get("floor-tell", []) if r.get("at_once") == at_once and r.get("p50_ms") is not None), None)
+    return next((r for r in by.get("floor-tell", []) if r.get("at_once") == at_once and r.get("p50_ms") is not None
+                 and not r.get("errors")), None)
 
 
 def findings(by, ceil):
@@ -220,16 +221,19 @@ def targets_section(by):
     tell8, tell_all = tell_floor(by, 8), tell_floor(by, 100)
     notify = tick and tick.get("notify_ms")
     if tell8 and told == tell8["objects"]:
-        floor_fig = (f"{fmt(tell8['p50_ms'])} ms: {told} calls into new objects from one invocation, 8 in flight as "
-                     "the tick's (section 5a)" + (f"; all at once {fmt(tell_all['p50_ms'])} ms" if tell_all else ""))
-        floor_meets = tell8["p50_ms"] <= 250
+        # How many calls the tick keeps in flight is ours to choose: the floor is the better of the two.
+        best = min(t["p50_ms"] for t in (tell8, tell_all) if t)
+        floor_fig = (f"{told} calls into new objects from one invocation (section 5a): {fmt(tell8['p50_ms'])} ms with 8 in "
+                     "flight, as the tick's" + (f"; {fmt(tell_all['p50_ms'])} ms all at once" if tell_all else ""))
+        floor_meets = best <= 250
     else:
         floor_fig, floor_meets = "–", None
     add(f"reaper tick with 100 stale ≤ 250 ms ({big})", tick and f"{fmt(tick['tick_duration_ms'])} ms"
         + (f" ({fmt(notify)} ms of it telling sessions)" if notify is not None else ""),
         floor_fig, tick and tick["tick_duration_ms"] <= 250, floor_meets,
         "the tick tells each session whose claim it released, and each seeded session has no object yet: each notice "
-        "starts one" + (f"; the tick's D1 passes took {fmt(tick['tick_duration_ms'] - notify)} ms" if notify is not None else ""),
+        "starts one" + (f"; the rest of the tick (its D1 passes, leader drives, queue announcements) took "
+                        f"{fmt(tick['tick_duration_ms'] - notify)} ms" if notify is not None else ""),
         floored=True)
     size = next(iter(by.get("size-start", [])), None)
     add("wasm ≤ 250 KB gzip", size and f"{fmt(size['wasm_gzip_bytes'])} B", "–",
@@ -813,8 +817,8 @@ def scale_section(by):
             f"A tick tells every session whose claim it released ({told} at seed-1m), and each seeded session has no "
             f"object yet, so each notice starts one: {fmt(rb['notify_ms'])} of the tick's {fmt(rb['tick_duration_ms'])} ms. "
             f"The floor Worker's {tell8['objects']} such calls, 8 in flight as the tick's, took {fmt(tell8['p50_ms'])} ms "
-            "(p50, section 5a), whatever the store's size; the tick's D1 passes took "
-            f"{fmt(rb['tick_duration_ms'] - rb['notify_ms'])} ms.",
+            "(median, section 5a), whatever the store's size; the rest of the tick (its D1 passes, leader drives and "
+            f"queue announcements) took {fmt(rb['tick_duration_ms'] - rb['notify_ms'])} ms.",
             "",
         ]
     out += [table(["figure", "seed-1k", "seed-1m", "1m ÷ 1k"], rows), "", *floor_note,
@@ -827,7 +831,7 @@ def scale_section(by):
 
 def tell_floor_lines(by):
     """Section 5a's floor: the notices of a tick, as plain JavaScript on the same workerd (`floor-tell`)."""
-    rows = [[r["objects"], r["at_once"], r["rounds"], ", ".join(fmt(m) for m in r["ms"]), r["p50_ms"], r.get("errors", 0)]
+    rows = [[r["objects"], r["at_once"], r["rounds"], ", ".join(fmt(m) for m in r["ms"]), r.get("p50_ms"), r.get("errors", 0)]
             for r in by.get("floor-tell", [])]
     if not rows:
         return []
@@ -835,9 +839,10 @@ def tell_floor_lines(by):
         "The floor of the notices (the floor Worker, `POST /tell`): from one invocation, new objects each called once "
         "(each reads its state from storage and answers, as ours does when told a run ended), timed inside the Worker. "
         "A seeded store's stale sessions have no object yet, so each of the tick's notices starts one, as here. The "
-        "tick's D1 passes are the tick's ms less those telling sessions.",
+        "rest of a tick (its D1 passes, leader drives and queue announcements) is its ms less those telling sessions. "
+        "A round that failed is counted, not timed; a run with a failed round gives the target no floor.",
         "",
-        table(["objects", "in flight", "rounds", "each round ms", "p50 ms", "errors"], rows),
+        table(["objects", "in flight", "rounds", "each round ms", "median ms", "failed rounds"], rows),
         "",
     ]
 
@@ -936,6 +941,8 @@ def main():
     size = (by.get("size-start") or [{}])[0]
     peer = (by.get("peer") or [{}])[0]
     ceil = {r["target"]: r for r in by["ceiling"]}
+    # The scale stores' sizes as seeded (their stale runs included), for the reaper rows of section 5a.
+    seeded_runs = {r["target"]: r["runs"] for r in by.get("scale:scale-seed", []) if r.get("runs")}
     md = [
         "# Benchmarks",
         "",
@@ -1005,7 +1012,7 @@ def main():
         "",
         table(
             ["store", "runs in store", "stale", "reaped", "tick ms", "of which telling sessions, ms", "trigger wall ms", "pages", "D1 round trips", "D1 rows examined", "claims released", "sessions told"],
-            [[r["target"], r["runs"], r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
+            [[r["target"], seeded_runs.get(r["target"], r["runs"]), r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
              for r in by.get("reaper", []) + by.get("scale:reaper", [])],
         ),
         "",

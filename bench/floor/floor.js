@@ -342,7 +342,7 @@ export default {
       const prefix = url.searchParams.get("p");
       const n = Number(url.searchParams.get("n"));
       const at = Number(url.searchParams.get("at"));
-      if (!prefix || !(n > 0 && n <= 1000) || !(at > 0 && at <= n)) {
+      if (!prefix || !Number.isInteger(n) || !Number.isInteger(at) || !(n > 0 && n <= 1000) || !(at > 0 && at <= n)) {
         return new Response("p= names the objects, n= (1..1000) counts them, at= (1..n) bounds the calls in flight", { status: 400 });
       }
       return json({ ms: await tell(env, prefix, n, at) });

@@ -156,9 +156,14 @@ pub fn floor_tell(url: &str, objects: usize, at_once: &[usize], rounds: usize) {
         }
         let mut sorted = ms.clone();
         sorted.sort_by(f64::total_cmp);
+        let median = match sorted.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(sorted[n / 2]),
+            n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+        };
         emit(json!({
             "scenario": "floor-tell", "objects": objects, "at_once": at,
-            "rounds": rounds, "ms": ms, "p50_ms": (!sorted.is_empty()).then(|| percentile(&sorted, 50.0)),
+            "rounds": rounds, "ms": ms, "p50_ms": median,
             "errors": errors,
         }));
     }

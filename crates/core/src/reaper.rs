@@ -135,7 +135,8 @@ pub struct TickSummary {
     #[serde(default)]
     pub retention_failed: bool,
     /// Of `duration_ms`, the wall time spent telling session objects (both notice passes): calls
-    /// into objects, each of which the runtime may first have to start; the rest is the D1 passes.
+    /// into objects, each of which the runtime may first have to start. The rest of the tick is
+    /// its D1 passes, the leader drives and the queues' announcements.
     #[serde(default)]
     pub notify_ms: i64,
 }
