@@ -48,6 +48,15 @@ def floor_at(by, part, kind, c):
     return next(iter(pick(by.get("floor", []), part=part, objects=kind, concurrency=c)), None)
 
 
+def seeded_runs(by):
+    """The scale stores' sizes as seeded (their stale runs included), by target ("seed-1k", "seed-1m")."""
+    return {r["target"]: r["runs"] for r in by.get("scale:scale-seed", []) if r.get("runs")}
+
+
+# What a reaper tick does besides telling sessions (its `duration_ms` less its `notify_ms`).
+REST_OF_TICK = "its D1 passes, leader drives and queue announcements"
+
+
 def tell_floor(by, at_once):
     """The floor Worker's notices to new objects (`floor-tell`) with `at_once` in flight, or None."""
     return next((r for r in by.get("floor-tell", []) if r.get("at_once") == at_once and r.get("p50_ms") is not None
@@ -207,7 +216,7 @@ def targets_section(by):
         (con["sessions_with_exactly_one_accepted"] == con["sessions"]) if sized else None, None)
 
     # Scale.
-    seeded = {r["target"]: r.get("runs") for r in by.get("scale:scale-seed", [])}
+    seeded = seeded_runs(by)
     k1 = {r["concurrency"]: r for r in pick(by.get("scale:admission", []), target="seed-1k")}
     m1 = {r["concurrency"]: r for r in pick(by.get("scale:admission", []), target="seed-1m")}
     big = f"{fmt(seeded.get('seed-1m'))} runs" if seeded.get("seed-1m") else "the large store"
@@ -232,7 +241,7 @@ def targets_section(by):
         + (f" ({fmt(notify)} ms of it telling sessions)" if notify is not None else ""),
         floor_fig, tick and tick["tick_duration_ms"] <= 250, floor_meets,
         "the tick tells each session whose claim it released, and each seeded session has no object yet: each notice "
-        "starts one" + (f"; the rest of the tick (its D1 passes, leader drives, queue announcements) took "
+        "starts one" + (f"; the rest of the tick ({REST_OF_TICK}) took "
                         f"{fmt(tick['tick_duration_ms'] - notify)} ms" if notify is not None else ""),
         floored=True)
     size = next(iter(by.get("size-start", [])), None)
@@ -254,6 +263,7 @@ def targets_section(by):
         table(["target", "this run", "floor in this run", "verdict", "what stops it"], rows),
         "",
     ]
+
 
 def leader_section(by):
     """Leader runs: one leader of N subtasks per round, driven to its end by the bench's runners."""
@@ -817,8 +827,8 @@ def scale_section(by):
             f"A tick tells every session whose claim it released ({told} at seed-1m), and each seeded session has no "
             f"object yet, so each notice starts one: {fmt(rb['notify_ms'])} of the tick's {fmt(rb['tick_duration_ms'])} ms. "
             f"The floor Worker's {tell8['objects']} such calls, 8 in flight as the tick's, took {fmt(tell8['p50_ms'])} ms "
-            "(median, section 5a), whatever the store's size; the rest of the tick (its D1 passes, leader drives and "
-            f"queue announcements) took {fmt(rb['tick_duration_ms'] - rb['notify_ms'])} ms.",
+            f"(median, section 5a), whatever the store's size; the rest of the tick ({REST_OF_TICK}) took "
+            f"{fmt(rb['tick_duration_ms'] - rb['notify_ms'])} ms.",
             "",
         ]
     out += [table(["figure", "seed-1k", "seed-1m", "1m ÷ 1k"], rows), "", *floor_note,
@@ -839,7 +849,7 @@ def tell_floor_lines(by):
         "The floor of the notices (the floor Worker, `POST /tell`): from one invocation, new objects each called once "
         "(each reads its state from storage and answers, as ours does when told a run ended), timed inside the Worker. "
         "A seeded store's stale sessions have no object yet, so each of the tick's notices starts one, as here. The "
-        "rest of a tick (its D1 passes, leader drives and queue announcements) is its ms less those telling sessions. "
+        f"rest of a tick ({REST_OF_TICK}) is its ms less those telling sessions. "
         "A round that failed is counted, not timed; a run with a failed round gives the target no floor.",
         "",
         table(["objects", "in flight", "rounds", "each round ms", "median ms", "failed rounds"], rows),
@@ -941,8 +951,6 @@ def main():
     size = (by.get("size-start") or [{}])[0]
     peer = (by.get("peer") or [{}])[0]
     ceil = {r["target"]: r for r in by["ceiling"]}
-    # The scale stores' sizes as seeded (their stale runs included), for the reaper rows of section 5a.
-    seeded_runs = {r["target"]: r["runs"] for r in by.get("scale:scale-seed", []) if r.get("runs")}
     md = [
         "# Benchmarks",
         "",
@@ -1012,7 +1020,7 @@ def main():
         "",
         table(
             ["store", "runs in store", "stale", "reaped", "tick ms", "of which telling sessions, ms", "trigger wall ms", "pages", "D1 round trips", "D1 rows examined", "claims released", "sessions told"],
-            [[r["target"], seeded_runs.get(r["target"], r["runs"]), r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
+            [[r["target"], seeded_runs(by).get(r["target"], r["runs"]), r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
              for r in by.get("reaper", []) + by.get("scale:reaper", [])],
         ),
         "",

@@ -149,9 +149,10 @@ pub fn floor_tell(url: &str, objects: usize, at_once: &[usize], rounds: usize) {
             match answer
                 .ok()
                 .and_then(|r| r.into_json::<serde_json::Value>().ok())
+                .and_then(|body| body["ms"].as_f64())
             {
-                Some(body) if body["ms"].is_number() => ms.push(body["ms"].as_f64().unwrap_or(0.0)),
-                _ => errors += 1,
+                Some(round_ms) => ms.push(round_ms),
+                None => errors += 1,
             }
         }
         let mut sorted = ms.clone();

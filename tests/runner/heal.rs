@@ -246,13 +246,10 @@ fn the_cron_reaps_a_silent_run_its_session_object_was_never_told_about() {
     // The tick says what it did.
     let ops = client().with_role("operator");
     let ticks = ops.get("/v1/admin/reapers").json();
-    assert!(
-        ticks["ticks"][0]["reaped"].as_u64().unwrap() >= 1,
-        "{ticks}"
-    );
+    let tick = &ticks["ticks"][0];
+    assert!(tick["reaped"].as_u64().unwrap() >= 1, "{ticks}");
     // It told the session whose claim it released, and says how long telling took: a part of the
     // tick's time (the runtime's clock is coarse, so a zero is possible and not refused here).
-    let tick = &ticks["ticks"][0];
     assert!(tick["sessionsTold"].as_u64().unwrap() >= 1, "{ticks}");
     let (told_ms, tick_ms) = (
         tick["notifyMs"].as_i64().unwrap(),
