@@ -53,9 +53,8 @@ def seeded_runs(by):
     return {r["target"]: r["runs"] for r in by.get("scale:scale-seed", []) if r.get("runs")}
 
 
-# What a reaper tick does besides telling sessions (its `duration_ms` less its `notify_ms`; the passes
-# that run beside the notices are not in it).
-REST_OF_TICK = "its passes not run beside the notices: the claims' release before them, the leader drives and the tick's record after"
+# What a reaper tick does besides telling sessions (its `duration_ms` less its `notify_ms`).
+REST_OF_TICK = "its D1 passes, leader drives and queue announcements"
 
 
 def tell_floor(by, at_once):

@@ -10,10 +10,6 @@
 //! ends the run's streams and waiters with `done`. The tick is logged as one JSON line and kept in
 //! the tick log (`GET /v1/admin/reapers`).
 //!
-//! The first notices run beside the passes that need no session object (stale leaders, the
-//! queues' announcements, the sweep), so a tick lasts about as long as its notices; the leader drives
-//! wait for the notices, so that a child whose session the tick freed can start in the same tick.
-//!
 //! Overlapping or repeated ticks are safe: each leg re-checks its predicate on the row it writes and
 //! reports only the rows its own page stamped; a `RunEnded` notice is idempotent.
 
@@ -54,86 +50,17 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         started_at: started,
         ..Default::default()
     };
+    let elapsed = || platform::now_ms() - started;
     // 1–3 release claims in D1; their sessions are told even when a later page fails, so an
     // object never keeps a claim D1 let go of because the tick stopped half way.
     let mut notify: Vec<SessionTask> = Vec::new();
     let released = release_passes(cx, &mut s, &mut notify, &cut, started).await;
     cx.fail.hit("reaper.before_notify").await;
-    // Passes 4, 6 and 7 run beside these notices: none of them reads what a notice changes (an
-    // object's memory), and none releases a claim the notices would have to carry.
-    let (told, upkeep) = futures_util::future::join(tell_sessions(cx, &notify), async {
-        released?;
-        upkeep_passes(cx, &mut s).await
-    })
-    .await;
-    told.add_to(&mut s);
-    let upkeep = upkeep?;
-
-    // 5. Drive a window of running leader runs, after the notices: a child whose session this tick
-    //    freed starts in this tick, not the next.
-    drive_leaders(cx, &mut s, &upkeep.leaders, started).await;
-
-    // 8. Tell each session object whose claim the sweep released.
-    tell_sessions(cx, &upkeep.swept).await.add_to(&mut s);
-
-    // 9. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
-    //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
-    //    belonging to a running leader run is never touched, so no session object needs telling.
-    s.retention_days = config::retention_days(&cx.env);
-    if let Some(before) =
-        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
-    {
-        // Last, and never fatal: the claims released above are told to their objects and the tick
-        // is recorded whatever becomes of this batch.
-        match store
-            .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
-            .await
-        {
-            Ok(purged) => {
-                s.retention_runs_deleted = purged.runs;
-                s.retention_events_deleted = purged.events;
-            }
-            Err(e) => {
-                s.retention_failed = true;
-                worker::console_error!("reaper: retention pass failed: {e:?}");
-            }
-        }
-        s.pages += 1;
-    }
-
-    s.duration_ms = platform::now_ms() - started;
-    s.d1_round_trips = cx.meter.round_trips();
-    s.d1_rows_read = cx.meter.rows_read();
-    let report_json = serde_json::to_string(&s)?;
-    store
-        .record_tick(
-            &TickRecord {
-                tick_id: &tick_id,
-                started_at: started,
-                finished_at: platform::now_ms(),
-                report_json: &report_json,
-            },
-            reaper::KEEP_TICKS,
-        )
-        .await?;
-    Ok(s)
-}
-
-/// What passes 4, 6 and 7 leave for the rest of the tick.
-struct Upkeep {
-    /// The window of running leader runs pass 5 drives.
-    leaders: Vec<String>,
-    /// The claims the debris sweep released, whose sessions pass 8 tells.
-    swept: Vec<SessionTask>,
-}
-
-/// Passes 4, 6 and 7, and the reads pass 5 needs: D1 writes and dispatcher calls that neither wait
-/// for a session object nor change what one is told.
-async fn upkeep_passes(cx: &Cx, s: &mut TickSummary) -> Result<Upkeep, Failure> {
-    let store = cx.store()?;
+    tell_sessions(cx, &mut s, &notify).await;
+    released?;
 
     // 4. Leader runs no replica settled.
-    let id = reaper::page_id(&s.tick_id, "leaders", 1);
+    let id = reaper::page_id(&tick_id, "leaders", 1);
     let failed = store
         .reap_stale_leader_runs(
             &id,
@@ -144,21 +71,39 @@ async fn upkeep_passes(cx: &Cx, s: &mut TickSummary) -> Result<Upkeep, Failure> 
     s.leaders_failed = failed.len();
     s.pages += 1;
 
-    // Pass 5's window: running leader runs after the last tick's window, wrapping around.
+    // 5. Drive a window of running leader runs (ids after the last tick's window, wrapping around):
+    //    the backstop for a lost child event, and the clock of leader deadlines.
     let last = store.recent_ticks(1).await?;
-    let last = last.first().map(|t| t.report_json.as_str());
-    s.leaders_from = reaper::leaders_start(last);
-    let leaders = store
+    s.leaders_from = reaper::leaders_start(last.first().map(|t| t.report_json.as_str()));
+    let ids = store
         .running_leader_ids(&s.leaders_from, reaper::LEADER_DRIVE_PAGE)
         .await?;
     s.pages += 1;
-    s.leaders_next = match leaders.last() {
-        Some(id) if leaders.len() as i64 >= reaper::LEADER_DRIVE_PAGE => id.clone(),
+    s.leaders_next = match ids.last() {
+        Some(id) if ids.len() as i64 >= reaper::LEADER_DRIVE_PAGE => id.clone(),
         _ => String::new(),
     };
+    for id in &ids {
+        if elapsed() > reaper::BUDGET_MS {
+            s.truncated = true;
+            s.leaders_next = id.clone();
+            break;
+        }
+        match leader_driver::drive(cx, id).await {
+            Ok(d) => {
+                s.leaders_driven += 1;
+                s.leaders_settled += usize::from(d.settled.is_some());
+                s.leader_settles_lost += usize::from(d.settle_lost);
+            }
+            Err(f) => {
+                s.leader_drive_failures += 1;
+                worker::console_error!("reaper: driving leader {id} failed: {f:?}");
+            }
+        }
+    }
 
-    // 6. Announce the oldest leasable runs again to their queues' dispatchers (runs requeued by
-    //    pass 1, and any notice that was lost): a lost notice delays a run by one tick at most.
+    // 6. Announce the oldest leasable runs again to their queues' dispatchers (runs requeued above,
+    //    and any notice that was lost): a lost notice delays a run by one tick at most.
     let leasable = store
         .unleased_since(platform::now_ms() + 1, dispatch::SWEEP_LIMIT)
         .await?;
@@ -188,45 +133,62 @@ async fn upkeep_passes(cx: &Cx, s: &mut TickSummary) -> Result<Upkeep, Failure> 
 
     // 7. One window of the debris sweep: claims whose run ended or vanished without releasing them
     //    (out-of-band writes, crashes), examined in session order from where the last tick stopped.
-    s.sweep_from = reaper::sweep_start(last);
-    let id = reaper::page_id(&s.tick_id, "sweep", 1);
+    s.sweep_from = reaper::sweep_start(last.first().map(|t| t.report_json.as_str()));
+    let id = reaper::page_id(&tick_id, "sweep", 1);
     let window = SweepWindow {
         after: &s.sweep_from,
         limit: reaper::SWEEP_WINDOW,
     };
     let swept = store.sweep_claims(&id, &window).await?;
-    let mut released = Vec::new();
-    absorb(s, &mut released, &swept.report);
+    let mut notify = Vec::new();
+    absorb(&mut s, &mut notify, &swept.report);
     s.sweep_next = swept.next.unwrap_or_default();
     s.pages += 1;
-    Ok(Upkeep {
-        leaders,
-        swept: released,
-    })
-}
 
-/// Pass 5: drives each leader of the window (`leader_driver.rs`), the backstop for a lost child
-/// event and the clock of leader deadlines; stops where the tick's time budget runs out, and the
-/// next tick starts there.
-async fn drive_leaders(cx: &Cx, s: &mut TickSummary, leaders: &[String], started: i64) {
-    for id in leaders {
-        if platform::now_ms() - started > reaper::BUDGET_MS {
-            s.truncated = true;
-            s.leaders_next = id.clone();
-            break;
-        }
-        match leader_driver::drive(cx, id).await {
-            Ok(d) => {
-                s.leaders_driven += 1;
-                s.leaders_settled += usize::from(d.settled.is_some());
-                s.leader_settles_lost += usize::from(d.settle_lost);
+    // 8. Tell each session object whose claim the sweep released.
+    tell_sessions(cx, &mut s, &notify).await;
+
+    // 9. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
+    //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
+    //    belonging to a running leader run is never touched, so no session object needs telling.
+    s.retention_days = config::retention_days(&cx.env);
+    if let Some(before) =
+        sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
+    {
+        // Last, and never fatal: the claims released above are told to their objects and the tick
+        // is recorded whatever becomes of this batch.
+        match store
+            .purge_terminal_runs(before, sema_core::sessions::RETENTION_PER_TICK)
+            .await
+        {
+            Ok(purged) => {
+                s.retention_runs_deleted = purged.runs;
+                s.retention_events_deleted = purged.events;
             }
-            Err(f) => {
-                s.leader_drive_failures += 1;
-                worker::console_error!("reaper: driving leader {id} failed: {f:?}");
+            Err(e) => {
+                s.retention_failed = true;
+                worker::console_error!("reaper: retention pass failed: {e:?}");
             }
         }
+        s.pages += 1;
     }
+
+    s.duration_ms = elapsed();
+    s.d1_round_trips = cx.meter.round_trips();
+    s.d1_rows_read = cx.meter.rows_read();
+    let report_json = serde_json::to_string(&s)?;
+    store
+        .record_tick(
+            &TickRecord {
+                tick_id: &tick_id,
+                started_at: started,
+                finished_at: platform::now_ms(),
+                report_json: &report_json,
+            },
+            reaper::KEEP_TICKS,
+        )
+        .await?;
+    Ok(s)
 }
 
 /// Passes 1–3, which release claims in D1: every claim released is in `notify` when this returns,
@@ -290,11 +252,11 @@ async fn release_passes(
 /// object serialises its own), so a tick that released many claims does not pay for them one after
 /// another. A notice that fails is counted and logged; the object's own alarm looks at D1 again
 /// later, so a lost notice delays the object's view, never a submission.
-async fn tell_sessions(cx: &Cx, notify: &[SessionTask]) -> Told {
+async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
     use futures_util::StreamExt;
     let started = platform::now_ms();
     let pairs = reaper::to_notify(notify);
-    let sessions = pairs.len();
+    s.sessions_told += pairs.len();
     let failures: Vec<String> = futures_util::stream::iter(pairs)
         .map(|pair| async move {
             let call = SessionCall::RunEnded {
@@ -309,28 +271,10 @@ async fn tell_sessions(cx: &Cx, notify: &[SessionTask]) -> Told {
         .filter_map(|failed| async move { failed })
         .collect()
         .await;
-    for f in &failures {
+    s.notify_failures += failures.len();
+    s.notify_ms += platform::now_ms() - started;
+    for f in failures {
         worker::console_error!("reaper: {f}");
-    }
-    Told {
-        sessions,
-        failures: failures.len(),
-        ms: platform::now_ms() - started,
-    }
-}
-
-/// One notice pass, kept apart from the summary so that it can run beside other passes.
-struct Told {
-    sessions: usize,
-    failures: usize,
-    ms: i64,
-}
-
-impl Told {
-    fn add_to(self, s: &mut TickSummary) {
-        s.sessions_told += self.sessions;
-        s.notify_failures += self.failures;
-        s.notify_ms += self.ms;
     }
 }
 

@@ -135,9 +135,8 @@ pub struct TickSummary {
     #[serde(default)]
     pub retention_failed: bool,
     /// Of `duration_ms`, the wall time spent telling session objects (both notice passes): calls
-    /// into objects, each of which the runtime may first have to start. The passes that run beside
-    /// the first notices are hidden in it; the rest of the tick is the claims' release before the
-    /// notices, and the leader drives, the sweep's notices and the tick's record after them.
+    /// into objects, each of which the runtime may first have to start. The rest of the tick is
+    /// its D1 passes, the leader drives and the queues' announcements.
     #[serde(default)]
     pub notify_ms: i64,
 }
