@@ -67,7 +67,7 @@ pub fn to_notify<'a>(pairs: impl IntoIterator<Item = &'a SessionTask>) -> Vec<Se
 }
 
 /// What one tick did: logged as one structured line and kept in the tick log.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TickSummary {
     pub tick_id: String,
@@ -94,70 +94,63 @@ pub struct TickSummary {
     pub truncated: bool,
     /// The debris sweep's window: it examined claims after `sweep_from` (session order); the next
     /// tick starts after `sweep_next` (empty: start over).
-    #[serde(default)]
     pub sweep_from: String,
-    #[serde(default)]
     pub sweep_next: String,
     /// The leader driving pass: running leaders after `leaders_from` (id order) were driven; the
     /// next tick starts after `leaders_next` (empty: start over).
-    #[serde(default)]
     pub leaders_from: String,
-    #[serde(default)]
     pub leaders_next: String,
     /// Leaders the pass drove, and of those how many it settled; settles that found the leader
     /// already terminal (reported, never swallowed); drives that failed.
-    #[serde(default)]
     pub leaders_driven: usize,
-    #[serde(default)]
     pub leaders_settled: usize,
-    #[serde(default)]
     pub leader_settles_lost: usize,
-    #[serde(default)]
     pub leader_drive_failures: usize,
     /// The dispatch sweep: leasable runs announced again to their queues' dispatchers (the bound on
     /// a lost notice), the dispatchers told, and how many of those calls failed.
-    #[serde(default)]
     pub runs_announced: usize,
-    #[serde(default)]
     pub queues_told: usize,
-    #[serde(default)]
     pub announce_failures: usize,
     /// The retention pass: `RETENTION_DAYS` as read (0 = off, the pass did nothing), and the terminal
     /// runs (and their events) it deleted, at most `sessions::RETENTION_PER_TICK` runs and about
     /// `sessions::RETENTION_EVENTS_PER_TICK` events a tick.
-    #[serde(default)]
     pub retention_days: i64,
-    #[serde(default)]
     pub retention_runs_deleted: u64,
-    #[serde(default)]
     pub retention_events_deleted: u64,
     /// The retention batch failed this tick (logged; the next tick tries again).
-    #[serde(default)]
     pub retention_failed: bool,
     /// Of `duration_ms`, the wall time spent telling session objects (both notice passes): calls
     /// into objects, each of which the runtime may first have to start. The rest of the tick is
     /// its D1 passes, the leader drives and the queues' announcements.
-    #[serde(default)]
     pub notify_ms: i64,
 }
 
 /// Running leader runs the cron drives per tick (a backstop: a child's end drives its leader at once).
 pub const LEADER_DRIVE_PAGE: i64 = 25;
 
+/// What a tick reads back of the last tick's summary: where its windows stopped. Only these two
+/// fields are read (a missing one, or a summary that does not parse, starts its pass over).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Resume {
+    leaders_next: String,
+    sweep_next: String,
+}
+
+fn resume(last_tick_summary: Option<&str>) -> Resume {
+    last_tick_summary
+        .and_then(|json| crate::json::from_text::<Resume>(json).ok())
+        .unwrap_or_default()
+}
+
 /// Where this tick's leader driving pass starts: after the last tick's window, or from the start.
 pub fn leaders_start(last_tick_summary: Option<&str>) -> String {
-    last_tick_summary
-        .and_then(|json| crate::json::from_text::<TickSummary>(json).ok())
-        .map(|t| t.leaders_next)
-        .unwrap_or_default()
+    resume(last_tick_summary).leaders_next
 }
 
 /// Where this tick's debris sweep starts: after the last tick's window, or from the start.
 pub fn sweep_start(last_tick_summary: Option<&str>) -> String {
-    last_tick_summary
-        .and_then(|json| crate::json::from_text::<TickSummary>(json).ok())
-        .map(|t| t.sweep_next)
-        .unwrap_or_default()
+    resume(last_tick_summary).sweep_next
 }
 
 #[cfg(test)]
@@ -216,6 +209,19 @@ mod tests {
         assert_eq!(sweep_start(Some(&json)), "sess-42");
         assert_eq!(sweep_start(None), "");
         assert_eq!(sweep_start(Some("not json")), "");
+    }
+
+    #[test]
+    fn the_leader_window_continues_where_the_last_tick_stopped() {
+        let last = TickSummary {
+            leaders_next: "lead-7".into(),
+            sweep_next: "sess-1".into(),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&last).unwrap();
+        assert_eq!(leaders_start(Some(&json)), "lead-7");
+        assert_eq!(leaders_start(Some("{}")), "");
+        assert_eq!(leaders_start(None), "");
     }
 
     #[test]
