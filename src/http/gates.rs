@@ -21,6 +21,7 @@ use sema_core::{
     wire::SubmitRunBody,
     ApiError,
 };
+use serde::Deserialize;
 use worker::Response;
 
 /// Most cards one page of `GET /v1/approvals` lists, and its default.
@@ -125,7 +126,7 @@ pub async fn wake(
         .into());
     }
     fields.insert("sessionId".into(), session_id.as_str().into());
-    let submit: SubmitRunBody = serde_json::from_value(body.clone())
+    let submit = SubmitRunBody::deserialize(sema_core::json::Tree(&body))
         .map_err(|e| ApiError::invalid_request(format!("invalid wake body: {e}")))?;
     let submit = submit.validate()?;
     let scope = decide_scope(cx, principal, DecidePath::Wake, session_id.as_str()).await?;

@@ -52,7 +52,8 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(
             "request body must be a JSON object",
         ));
     }
-    let typed = T::deserialize(&value).map_err(|e| ApiError::invalid_request(e.to_string()))?;
+    let typed = T::deserialize(crate::json::Tree(&value))
+        .map_err(|e| ApiError::invalid_request(e.to_string()))?;
     Ok((value, typed))
 }
 
@@ -243,6 +244,21 @@ mod tests {
         assert_eq!((e.status(), e.code()), (400, "invalid_json"));
         assert!(
             e.message.contains("invalid UTF-8 at byte 15"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_nested_object_sent_as_an_array_is_refused_not_read_by_position() {
+        let e = parse_body::<crate::leader_wire::SubmitLeaderBody>(
+            br#"{"objective":"o","subtasks":[["a"]]}"#,
+        )
+        .unwrap_err();
+        assert_eq!((e.status(), e.code()), (400, "invalid_request"));
+        assert!(
+            e.message
+                .contains("invalid type: sequence, expected struct"),
             "{}",
             e.message
         );
