@@ -283,7 +283,7 @@ mod tests {
     use crate::leader_drive::ReportStatus;
 
     fn body(v: Value) -> Result<SubmitLeader, ApiError> {
-        serde_json::from_value::<SubmitLeaderBody>(v)
+        SubmitLeaderBody::deserialize(crate::json::Tree(&v))
             .map_err(|e| ApiError::invalid_request(e.to_string()))?
             .validate()
     }
