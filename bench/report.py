@@ -951,6 +951,7 @@ def main():
     size = (by.get("size-start") or [{}])[0]
     peer = (by.get("peer") or [{}])[0]
     ceil = {r["target"]: r for r in by["ceiling"]}
+    seeded = seeded_runs(by)
     md = [
         "# Benchmarks",
         "",
@@ -1020,7 +1021,7 @@ def main():
         "",
         table(
             ["store", "runs in store", "stale", "reaped", "tick ms", "of which telling sessions, ms", "trigger wall ms", "pages", "D1 round trips", "D1 rows examined", "claims released", "sessions told"],
-            [[r["target"], seeded_runs(by).get(r["target"], r["runs"]), r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
+            [[r["target"], seeded.get(r["target"], r["runs"]), r["stale"], r["reaped"], r["tick_duration_ms"], r.get("notify_ms"), r["trigger_wall_ms"], r["pages"], r["d1_round_trips"], r["d1_rows_read"], r["claims_released"], r["sessions_told"]]
              for r in by.get("reaper", []) + by.get("scale:reaper", [])],
         ),
         "",

@@ -6,7 +6,7 @@
 //! `serde_json::Value` (one parser for the whole program) and reads `T` from that tree, whose
 //! per-type code is a fraction of the size. The detour builds one tree per read: a few hundred bytes
 //! for most calls, replies and stored states; an append's or a finish's call can carry up to the
-//! 1 MiB body limit of event data, whose strings the tree holds once more before the call owns them.
+//! 1 MiB body limit of event data, whose strings are copied out of the tree into the call.
 //! Reads of many rows (D1's results) keep the direct parser. Duplicate keys in an object are taken
 //! as the last one rather than refused, so a configuration that must be strict (the token table)
 //! keeps `serde_json::from_str`.
