@@ -3,16 +3,14 @@
 
 use crate::failure::Failure;
 use sema_core::auth::{Auth, Principal};
-use std::{cell::RefCell, rc::Rc};
+use std::{cell::OnceCell, rc::Rc};
 use worker::Env;
 
 thread_local! {
-    /// The configuration as last read, with what it means: parsed once per isolate (and again only
-    /// if the raw values change, e.g. a rotated secret).
-    static CONFIGURED: RefCell<Option<(Raw, Rc<Auth>)>> = const { RefCell::new(None) };
+    /// The configuration and what it means, read once per isolate (as `config::Settings`: a
+    /// secret or var changed deploys a new version, which new isolates serve).
+    static CONFIGURED: OnceCell<Rc<Auth>> = const { OnceCell::new() };
 }
-
-type Raw = (Option<String>, Option<String>);
 
 /// `SEMA_TOKENS` as text: a secret or a string var holds the JSON; a TOML table (`[vars.SEMA_TOKENS]`)
 /// arrives as an object, taken as the same table.
@@ -29,23 +27,16 @@ fn tokens_text(env: &Env) -> Option<String> {
 }
 
 fn auth(env: &Env) -> Rc<Auth> {
-    let raw: Raw = (
-        env.var("SEMA_AUTH").ok().map(|v| v.to_string()),
-        tokens_text(env),
-    );
     CONFIGURED.with(|c| {
-        let mut c = c.borrow_mut();
-        if let Some((seen, auth)) = c.as_ref() {
-            if *seen == raw {
-                return auth.clone();
+        c.get_or_init(|| {
+            let mode = env.var("SEMA_AUTH").ok().map(|v| v.to_string());
+            let auth = Auth::configure(mode.as_deref(), tokens_text(env).as_deref());
+            if let Auth::Closed { reason } = &auth {
+                worker::console_error!("closed deployment: {reason}");
             }
-        }
-        let auth = Rc::new(Auth::configure(raw.0.as_deref(), raw.1.as_deref()));
-        if let Auth::Closed { reason } = auth.as_ref() {
-            worker::console_error!("closed deployment: {reason}");
-        }
-        *c = Some((raw, auth.clone()));
-        auth
+            Rc::new(auth)
+        })
+        .clone()
     })
 }
 

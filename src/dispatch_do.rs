@@ -801,10 +801,7 @@ extern "C" {
 /// never in the repository's config) names one queue whose admission notices are dropped, to prove
 /// that the sweep alone delivers them.
 pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
-    if env
-        .var("SEMA_TEST_DROP_NOTICES_QUEUE")
-        .is_ok_and(|v| v.to_string() == queue)
-    {
+    if crate::config::settings(env).drop_notices_queue.as_deref() == Some(queue) {
         return;
     }
     let cx = Cx::new(env.clone());

@@ -24,11 +24,7 @@ impl Backend {
     /// `STORE_BACKEND`: unset or `"d1"` is D1, `"postgres"` PostgreSQL; anything else is refused
     /// (a typo must not silently run on the wrong database).
     pub fn of(env: &Env) -> Result<Self, worker::Error> {
-        let value = env
-            .var("STORE_BACKEND")
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        match value.trim() {
+        match crate::config::settings(env).store_backend.trim() {
             "" | "d1" => Ok(Self::D1),
             "postgres" => Ok(Self::Postgres),
             other => Err(worker::Error::RustError(format!(
