@@ -21,9 +21,13 @@ fn tokens_text(env: &Env) -> Option<String> {
     if let Ok(v) = env.var("SEMA_TOKENS") {
         return Some(v.to_string());
     }
-    env.object_var::<serde_json::Value>("SEMA_TOKENS")
-        .ok()
-        .map(|v| v.to_string())
+    // A table: the runtime's own JSON text of it (worker's `object_var` would walk it across the
+    // boundary through serde_wasm_bindgen, only for it to be written back as text here).
+    let table = js_sys::Reflect::get(env, &"SEMA_TOKENS".into()).ok()?;
+    if !table.is_object() {
+        return None;
+    }
+    js_sys::JSON::stringify(&table).ok()?.as_string()
 }
 
 fn auth(env: &Env) -> Rc<Auth> {

@@ -90,10 +90,12 @@ pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
     }
     let headers = worker::Headers::new();
     headers.set("upgrade", "websocket")?;
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Get).with_headers(headers);
-    let forward =
-        worker::Request::new_with_init(&dispatch::connect_url(&r.queue, &r.runner_id), &init)?;
+    let forward = crate::object_request::new(
+        "GET",
+        &dispatch::connect_url(&r.queue, &r.runner_id),
+        Some(&headers),
+        None,
+    )?;
     let stub = cx
         .env
         .durable_object(dispatch::BINDING)?

@@ -6,7 +6,7 @@ use sema_core::session_protocol::{
     object_name, SessionCall, SessionReply, BINDING, CALL_URL, REPLY_HEADER,
 };
 use wasm_bindgen::{prelude::wasm_bindgen, JsValue};
-use worker::{Method, Request, RequestInit, Response};
+use worker::Response;
 
 #[wasm_bindgen]
 extern "C" {
@@ -42,16 +42,16 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
         let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
         return Ok(Answer::Reply(sema_core::json::from_text(&reply)?));
     }
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(JsValue::from_str(&body)));
-    if let Some(name) = cx.fail.forward() {
-        // A test's failpoint travels with the call (see `failpoint.rs`).
-        let headers = worker::Headers::new();
-        headers.set(crate::failpoint::HEADER, name)?;
-        init.with_headers(headers);
-    }
-    let req = Request::new_with_init(CALL_URL, &init)?;
+    let headers = match cx.fail.forward() {
+        Some(name) => {
+            // A test's failpoint travels with the call (see `failpoint.rs`).
+            let headers = worker::Headers::new();
+            headers.set(crate::failpoint::HEADER, name)?;
+            Some(headers)
+        }
+        None => None,
+    };
+    let req = crate::object_request::new("POST", CALL_URL, headers.as_ref(), Some(&body))?;
     let resp = stub.fetch_with_request(req).await?;
     // The object's D1 cost is part of this request's.
     if let Ok(Some(share)) = resp.headers().get(METER_HEADER) {
