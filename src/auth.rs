@@ -4,6 +4,7 @@
 use crate::failure::Failure;
 use sema_core::auth::{Auth, Principal};
 use std::{cell::OnceCell, rc::Rc};
+use wasm_bindgen::JsCast;
 use worker::Env;
 
 thread_local! {
@@ -21,13 +22,22 @@ fn tokens_text(env: &Env) -> Option<String> {
     if let Ok(v) = env.var("SEMA_TOKENS") {
         return Some(v.to_string());
     }
-    // A table: the runtime's own JSON text of it (worker's `object_var` would walk it across the
-    // boundary through serde_wasm_bindgen, only for it to be written back as text here).
-    let table = js_sys::Reflect::get(env, &"SEMA_TOKENS".into()).ok()?;
-    if !table.is_object() {
+    let value = js_sys::Reflect::get(env, &"SEMA_TOKENS".into()).ok()?;
+    if value.is_undefined() {
         return None;
     }
-    js_sys::JSON::stringify(&table).ok()?.as_string()
+    // A table (a plain object), or a TOML array, number or boolean: the runtime's JSON text of it,
+    // which the table's parse then judges (worker's `object_var` walked it across the boundary
+    // through serde_wasm_bindgen, only for it to be written back as text here). Any other object
+    // is a binding of that name, not a table: read as `null`, which the parse refuses, and never
+    // stringified (an RPC binding answers every property, `toJSON` included, with a call).
+    let plain = value
+        .dyn_ref::<js_sys::Object>()
+        .is_none_or(|o| js_sys::Array::is_array(o) || o.constructor().name() == "Object");
+    if !plain {
+        return Some("null".into());
+    }
+    js_sys::JSON::stringify(&value).ok()?.as_string()
 }
 
 fn auth(env: &Env) -> Rc<Auth> {

@@ -1,7 +1,8 @@
 //! The deployment's knobs (`[vars]` in wrangler.toml, or `--var` in tests), read once per isolate
 //! into [`Settings`]: a deployment's vars never change under a live isolate (changing one deploys a
 //! new version, which new isolates serve), so no request reads them again. A missing or malformed
-//! knob takes its default; none of them can open anything up.
+//! knob takes its default (but `STORE_BACKEND`, which refuses a value it does not know); none of
+//! them can open anything up.
 
 use sema_core::{admission::CommitPoint, liveness::Staleness};
 use std::{cell::OnceCell, rc::Rc};

@@ -7,8 +7,8 @@
 use wasm_bindgen::JsValue;
 use worker::{web_sys, Headers, Request};
 
-/// A request of `method` to `url` (an object's own address space: only its path is read), with
-/// `headers` and a text `body` when given.
+/// A request of `method` to `url` (an object's own address space: only its path and query are
+/// read), with `headers` and a text `body` when given.
 pub fn new(
     method: &str,
     url: &str,
