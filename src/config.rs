@@ -1,16 +1,19 @@
 //! The deployment's knobs (`[vars]` in wrangler.toml, or `--var` in tests), read once per isolate
 //! into [`Settings`]: a deployment's vars never change under a live isolate (changing one deploys a
 //! new version, which new isolates serve), so no request reads them again. A missing or malformed
-//! knob takes its default (but `STORE_BACKEND`, which refuses a value it does not know); none of
-//! them can open anything up.
+//! knob takes its default (but `STORE_BACKEND`, which refuses a value it does not know, and
+//! `SEMA_AUTH` / `SEMA_TOKENS`, which close the deployment); none of them can open anything up.
 
-use sema_core::{admission::CommitPoint, liveness::Staleness};
+use sema_core::{admission::CommitPoint, auth::Auth, liveness::Staleness};
 use std::{cell::OnceCell, rc::Rc};
+use wasm_bindgen::JsCast;
 use worker::Env;
 
-/// Every knob, as read from the isolate's first `Env`.
-#[derive(Debug)]
+/// Every knob, as read from the isolate's first `Env` (no `Debug`: it holds the token table).
 pub struct Settings {
+    /// `SEMA_AUTH` and `SEMA_TOKENS`, and what they mean (`sema_core::auth::Auth`; closed unless
+    /// configured, which is logged once).
+    pub auth: Rc<Auth>,
     /// `RUN_STALE_SEC` (default 120), `RUN_QUEUE_STALE_SEC` (default 3600), `LEASE_ACK_SEC`
     /// (default 30).
     pub staleness: Staleness,
@@ -49,13 +52,48 @@ fn text(env: &Env, name: &str) -> Option<String> {
     env.var(name).ok().map(|v| v.to_string())
 }
 
+/// `SEMA_TOKENS` as text: a secret or a string var holds the JSON; a TOML table (`[vars.SEMA_TOKENS]`)
+/// arrives as an object, taken as the same table.
+fn tokens_text(env: &Env) -> Option<String> {
+    if let Ok(s) = env.secret("SEMA_TOKENS") {
+        return Some(s.to_string());
+    }
+    if let Ok(v) = env.var("SEMA_TOKENS") {
+        return Some(v.to_string());
+    }
+    let value = js_sys::Reflect::get(env, &"SEMA_TOKENS".into()).ok()?;
+    if value.is_undefined() {
+        return None;
+    }
+    // A table (a plain object), or a TOML array, number or boolean: the runtime's JSON text of it,
+    // which the table's parse then judges (worker's `object_var` walked it across the boundary
+    // through serde_wasm_bindgen, only for it to be written back as text here). Any other object
+    // is a binding of that name, not a table: read as `null`, which the parse refuses, and never
+    // stringified (an RPC binding answers every property, `toJSON` included, with a call).
+    let plain = value
+        .dyn_ref::<js_sys::Object>()
+        .is_none_or(|o| js_sys::Array::is_array(o) || o.constructor().name() == "Object");
+    if !plain {
+        return Some("null".into());
+    }
+    js_sys::JSON::stringify(&value).ok()?.as_string()
+}
+
 fn int(env: &Env, name: &str) -> Option<i64> {
     text(env, name)?.trim().parse().ok()
 }
 
 impl Settings {
     fn read(env: &Env) -> Self {
+        let auth = Auth::configure(
+            text(env, "SEMA_AUTH").as_deref(),
+            tokens_text(env).as_deref(),
+        );
+        if let Auth::Closed { reason } = &auth {
+            worker::console_error!("closed deployment: {reason}");
+        }
         Self {
+            auth: Rc::new(auth),
             staleness: Staleness::from_secs(
                 int(env, "RUN_STALE_SEC"),
                 int(env, "RUN_QUEUE_STALE_SEC"),
@@ -84,44 +122,4 @@ impl Settings {
             drop_notices_queue: text(env, "SEMA_TEST_DROP_NOTICES_QUEUE"),
         }
     }
-}
-
-/// [`Settings::staleness`].
-pub fn staleness(env: &Env) -> Staleness {
-    settings(env).staleness
-}
-
-/// [`Settings::admit_commit`].
-pub fn admit_commit(env: &Env) -> CommitPoint {
-    settings(env).admit_commit
-}
-
-/// [`Settings::leader_run_stale_ms`].
-pub fn leader_run_stale_ms(env: &Env) -> i64 {
-    settings(env).leader_run_stale_ms
-}
-
-/// [`Settings::instance_id`].
-pub fn instance_id(env: &Env) -> String {
-    settings(env).instance_id.clone()
-}
-
-/// [`Settings::approval_timeout_sec`].
-pub fn approval_timeout_sec(env: &Env) -> u64 {
-    settings(env).approval_timeout_sec
-}
-
-/// [`Settings::stream_ticket_ttl_ms`].
-pub fn stream_ticket_ttl_ms(env: &Env) -> i64 {
-    settings(env).stream_ticket_ttl_ms
-}
-
-/// [`Settings::leader_enabled`].
-pub fn leader_enabled(env: &Env) -> bool {
-    settings(env).leader_enabled
-}
-
-/// [`Settings::retention_days`].
-pub fn retention_days(env: &Env) -> i64 {
-    settings(env).retention_days
 }

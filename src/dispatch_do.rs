@@ -601,7 +601,7 @@ impl DispatchDo {
     /// A lease handed to its runner (pushed, or the answer to its wait) is followed until the
     /// runner acknowledges it, and released if it never does.
     async fn follow(&self, task_id: &str, runner_id: String, lease_epoch: i64, now: i64) {
-        let ack_ms = crate::config::staleness(&self.env).lease_ack_ms;
+        let ack_ms = crate::config::settings(&self.env).staleness.lease_ack_ms;
         self.offers
             .borrow_mut()
             .taken(task_id, Some((runner_id, lease_epoch)), now, ack_ms);

@@ -42,7 +42,7 @@ pub async fn tick(env: Env) {
 async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     let started = platform::now_ms();
     let tick_id = TaskId::mint(started as u64, platform::random()?).into_string();
-    let staleness = config::staleness(&cx.env);
+    let staleness = config::settings(&cx.env).staleness;
     let cut = Cutoffs::at(started, &staleness);
     let store = cx.store()?;
     let mut s = TickSummary {
@@ -64,7 +64,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     let failed = store
         .reap_stale_leader_runs(
             &id,
-            config::leader_run_stale_ms(&cx.env),
+            config::settings(&cx.env).leader_run_stale_ms,
             platform::now_ms(),
         )
         .await?;
@@ -151,7 +151,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     // 9. Retention (RETENTION_DAYS, off by default): one bounded page of old terminal runs deleted
     //    with their ledger, steer messages, idempotency bindings and gates. A run holding a claim or
     //    belonging to a running leader run is never touched, so no session object needs telling.
-    s.retention_days = config::retention_days(&cx.env);
+    s.retention_days = config::settings(&cx.env).retention_days;
     if let Some(before) =
         sema_core::sessions::retention_cutoff(platform::now_ms(), s.retention_days)
     {

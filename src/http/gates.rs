@@ -41,7 +41,7 @@ pub async fn park(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response,
             status: park.status,
             card_json: park.card_json,
             expires_in_sec: park.expires_in_sec,
-            approval_timeout_sec: config::approval_timeout_sec(&cx.env),
+            approval_timeout_sec: config::settings(&cx.env).approval_timeout_sec,
         },
     };
     ask_then_drive(cx, &session, &call).await

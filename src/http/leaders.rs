@@ -21,7 +21,7 @@ use sema_core::{
 use worker::Response;
 
 fn enabled(cx: &Cx) -> Result<(), ApiError> {
-    if config::leader_enabled(&cx.env) {
+    if config::settings(&cx.env).leader_enabled {
         return Ok(());
     }
     Err(ApiError::new(

@@ -9,7 +9,7 @@ use worker::Response;
 /// The HTTP response for what a session object answered (faces judged as of now).
 pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
     // The knobs are read only for the replies that judge a face (not on admission or append).
-    let judged = || (platform::now_ms(), config::staleness(&cx.env));
+    let judged = || (platform::now_ms(), config::settings(&cx.env).staleness);
     let reply = match answer {
         Answer::Stream(resp) => return Ok(resp),
         Answer::Reply(reply) => reply,

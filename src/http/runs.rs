@@ -138,7 +138,7 @@ pub async fn visible_run(
 /// an id that names nothing is answered 404 after at most that window.
 pub async fn find_run(cx: &Cx, task_id: &TaskId) -> Result<Option<RunRow>, Failure> {
     let store = cx.store()?;
-    let waits = config::admit_commit(&cx.env) == CommitPoint::Object;
+    let waits = config::settings(&cx.env).admit_commit == CommitPoint::Object;
     let mut waited = 0;
     loop {
         if let Some(run) = store.get_run(task_id.as_str()).await? {
@@ -158,7 +158,11 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
     let run = visible_run(cx, principal, task_id).await?;
     let (code, body) = (
         200,
-        answer::face(&run, platform::now_ms(), &config::staleness(&cx.env)),
+        answer::face(
+            &run,
+            platform::now_ms(),
+            &config::settings(&cx.env).staleness,
+        ),
     );
     Ok(json(code, body))
 }
@@ -169,7 +173,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Resp
     let q = RunListQuery::parse(sema_core::list::query_of(url))?;
     if let Some(session) = q.session_id.as_deref() {
         // A session's own listing shows the run its object answered but has not yet written.
-        if config::admit_commit(&cx.env) == CommitPoint::Object {
+        if config::settings(&cx.env).admit_commit == CommitPoint::Object {
             client::call(cx, session, &SessionCall::Flush).await?;
         }
     }
@@ -187,7 +191,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Resp
     let next = next_page(&mut runs, q.limit, |r| {
         encode_cursor(r.created_at, &r.task_id)
     });
-    let (now, staleness) = (platform::now_ms(), config::staleness(&cx.env));
+    let (now, staleness) = (platform::now_ms(), config::settings(&cx.env).staleness);
     let faces: Vec<_> = runs
         .iter()
         .map(|r| liveness::read_face(r, now, &staleness))

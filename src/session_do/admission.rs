@@ -260,7 +260,7 @@ impl SessionDo {
         let store = cx.store()?;
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let preview = objective_preview(&input.objective);
-        let instance = config::instance_id(&self.env);
+        let instance = config::settings(&self.env).instance_id.clone();
         let now = platform::now_ms();
         let new_run = input.new_run(&instance, &preview, now, &body);
         let takeover = matches!(write, Write::TakeOver { .. });
@@ -408,7 +408,7 @@ impl SessionDo {
             input: input.clone(),
             body: body.clone(),
             at: now,
-            instance_id: config::instance_id(&self.env),
+            instance_id: config::settings(&self.env).instance_id.clone(),
         });
         self.save(state).await?;
         if self

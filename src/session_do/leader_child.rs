@@ -23,7 +23,7 @@ impl SessionDo {
     ) -> Result<SessionReply, Failure> {
         let state = self.load().await?;
         let preview = objective_preview(&input.objective);
-        let instance = config::instance_id(&self.env);
+        let instance = config::settings(&self.env).instance_id.clone();
         let now = platform::now_ms();
         let body = admission::admitted_body(&input.task_id, &input.session_id);
         let run = input.new_run(&instance, &preview, now, &body);

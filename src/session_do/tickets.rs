@@ -42,7 +42,7 @@ impl SessionDo {
             id: principal,
             role,
         };
-        let ttl_ms = crate::config::stream_ticket_ttl_ms(&self.env);
+        let ttl_ms = crate::config::settings(&self.env).stream_ticket_ttl_ms;
         let issued = book.issue(
             platform::now_ms(),
             ttl_ms,
