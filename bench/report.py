@@ -944,6 +944,16 @@ def chart(by, path):
     open(path, "w").write("\n".join(parts) + "\n")
 
 
+def state_medium(fs):
+    """A sentence on where the workerd states (local D1, the objects' SQLite files) lived."""
+    if fs is None:
+        return ""
+    if fs == "tmpfs":
+        return ("Every workerd's state (local D1, the objects' SQLite files) and the storage ceiling's file were on "
+                "tmpfs: no figure carries the local disk's cost (`SEMA_BENCH_STATE=disk` measures on disk).")
+    return f"Every workerd's state (local D1, the objects' SQLite files) was on the disk ({fs})."
+
+
 def main():
     results, md_path, svg_path, command = sys.argv[1:5]
     by = load(results)
@@ -964,7 +974,8 @@ def main():
         "",
         "Targets: **workerd-direct** = the Worker's own workerd socket (Miniflare's entry; no wrangler proxy, no per-request logging), "
         "the closest local stand-in for production; **wrangler-dev** = through `wrangler dev`'s reload proxy (what `scripts/dev` serves). "
-        "The load generator (`sema-bench`, `wrk`) runs on the same two cores.",
+        "The load generator (`sema-bench`, `wrk`) runs on the same two cores. "
+        + state_medium(machine.get("state")),
         "",
         "![admissions per second](benchmarks.svg)",
         "",
