@@ -944,14 +944,21 @@ def chart(by, path):
     open(path, "w").write("\n".join(parts) + "\n")
 
 
-def state_medium(fs):
-    """A sentence on where the workerd states (local D1, the objects' SQLite files) lived."""
-    if fs is None:
-        return ""
+def state_medium(machine):
+    """Sentences on where the workerd states (local D1, the objects' SQLite files) lived, and whether
+    wrangler dev's local trace store ran (runs that recorded neither say nothing)."""
+    fs, traces = machine.get("state"), machine.get("local_traces")
+    out = []
     if fs == "tmpfs":
-        return ("Every workerd's state (local D1, the objects' SQLite files) and the storage ceiling's file were on "
-                "tmpfs: no figure carries the local disk's cost (`SEMA_BENCH_STATE=disk` measures on disk).")
-    return f"Every workerd's state (local D1, the objects' SQLite files) was on the disk ({fs})."
+        out.append("Every workerd's state (local D1, the objects' SQLite files) and the storage ceiling's file were on "
+                   "tmpfs: no figure carries the local disk's cost (`SEMA_BENCH_STATE=disk` measures on disk).")
+    elif fs is not None:
+        out.append(f"Every workerd's state (local D1, the objects' SQLite files) was on the disk ({fs}).")
+    if traces == "off":
+        out.append("wrangler dev's local trace store (every span of every invocation written to SQLite in the same "
+                   "workerd process, for its local explorer; no part of a deployment) was off "
+                   "(`X_LOCAL_OBSERVABILITY=false`).")
+    return " ".join(out)
 
 
 def main():
@@ -975,7 +982,7 @@ def main():
         "Targets: **workerd-direct** = the Worker's own workerd socket (Miniflare's entry; no wrangler proxy, no per-request logging), "
         "the closest local stand-in for production; **wrangler-dev** = through `wrangler dev`'s reload proxy (what `scripts/dev` serves). "
         "The load generator (`sema-bench`, `wrk`) runs on the same two cores. "
-        + state_medium(machine.get("state")),
+        + state_medium(machine),
         "",
         "![admissions per second](benchmarks.svg)",
         "",
