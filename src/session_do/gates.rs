@@ -145,9 +145,12 @@ impl SessionDo {
                 ..
             } => {
                 self.forget_claim_of(&task_id).await?;
-                // The same closing frame every other ending sends: the ledger's `done`.
-                let run = cx.store()?.get_run(&task_id).await?;
-                self.publish_closing_done(cx, run.as_ref()).await?;
+                // The same closing frame every other ending sends: the ledger's `done`, read only
+                // for someone watching the run.
+                if self.hub.watches(&task_id) {
+                    let run = cx.store()?.get_run(&task_id).await?;
+                    self.publish_closing_done(cx, run.as_ref()).await?;
+                }
                 let woken = match wake {
                     None => None,
                     Some(mut input) => Some(Box::new({

@@ -186,12 +186,16 @@ impl SessionDo {
     /// Ends the run's open streams and waiters with its `done` frame: the ledger's own `done` when
     /// the writer that ended it appended one (a runner's finish, a decision, a reaper), else one
     /// built from the row at `last_seq + 1` — the frame a replay of the ledger ends with too.
+    /// With nobody watching the run there is no frame to send, so the ledger is not read: a stream
+    /// opened later replays the ledger from D1 and ends with the same frame. (The check and the
+    /// publish have no await between them when nobody watches; a stream registered while the read
+    /// is in flight gets the frame, as before.)
     pub(super) async fn publish_closing_done(
         &self,
         cx: &Cx,
         run: Option<&sema_core::run::RunRow>,
     ) -> Result<(), Failure> {
-        let Some(run) = run else {
+        let Some(run) = run.filter(|r| self.hub.watches(&r.task_id)) else {
             return Ok(());
         };
         let done = crate::ledger_read::closing_done(&cx.store()?, run).await?;

@@ -1032,6 +1032,50 @@ fn denying_an_approval_ends_the_run_cancelled_with_approval_denied_and_frees_the
 }
 
 #[test]
+fn ending_a_parked_run_nobody_watches_reads_no_ledger_and_a_stream_opened_after_still_ends_with_done(
+) {
+    let site = Site::runs();
+    let c = site.anon();
+    let deny = json!({"decision": "deny"});
+    // Parks a run (its ledger then holds the park's `suspended` event, from which the `done` a
+    // watcher is sent would be read), ends it with `end`, a stream open meanwhile or opened only
+    // after: the D1 round trips of the ending, and the stream's frames (its `done` checked too).
+    let ended = |watched: bool, end: &dyn Fn(&Gated) -> Resp, done: (&str, &str)| {
+        let g = site.parked("tool_approval");
+        let stream = || {
+            let (base, task) = (site.base.clone(), g.task.clone());
+            std::thread::spawn(move || {
+                read_sse_at(&base, &format!("/v1/runs/{task}/events"), None, usize::MAX).0
+            })
+        };
+        let watcher = watched.then(|| {
+            let w = stream();
+            std::thread::sleep(Duration::from_millis(500));
+            w
+        });
+        let r = end(&g);
+        assert_eq!(r.json()["status"], "cancelled", "{}", r.body);
+        let frames = watcher.unwrap_or_else(stream).join().unwrap();
+        assert_eq!(frame_kinds(&frames), ["suspended", "done"]);
+        assert_eq!(frames[1].data["result"][done.0], done.1, "{:?}", frames[1]);
+        r.round_trips()
+    };
+    let cancel = |g: &Gated| site.cancel(&c, &g.task);
+    let denial = |g: &Gated| site.decide(&c, Path::Approvals, &g.session, &g.task, &deny);
+    let (cancelled, denied) = (("status", "cancelled"), ("errorCode", "approval.denied"));
+    // Watched, the ending costs the reads an unwatched one spares: the run's last event (the
+    // cancel has the run's row from its own batch), or its row and its last event.
+    assert_eq!(
+        ended(true, &cancel, cancelled),
+        ended(false, &cancel, cancelled) + 1
+    );
+    assert_eq!(
+        ended(true, &denial, denied),
+        ended(false, &denial, denied) + 2
+    );
+}
+
+#[test]
 fn waking_a_finished_task_completes_it_with_its_card_and_admits_a_new_run_in_the_session() {
     let _secrecy = Secrecy;
     let site = Site::runs();
