@@ -15,6 +15,11 @@
 //                                      schema (its statements and indexes) in place of three inserts
 //   POST /schema-alarm-queue?o=NAME&id=K   the design that ships in full: /schema-alarm, then the
 //                                      queue object told of the run without waiting, as ours
+//   POST /cancel?o=NAME&id=K           the cancel of run K, as ours: the Worker reads the run's row
+//                                      (its owner and session), then the object runs the product's
+//                                      cancel batch (its five statements) and writes its state
+//                                      unconfirmed; `sema-bench floor` pairs it with each warm
+//                                      admission, as ours cancels each run of its warm scenario
 //
 // The product's other paths, each the same platform parts in the same order as ours, for the
 // scenarios of `sema-bench floor-paths`:
@@ -100,6 +105,30 @@ async function schemaBatch(db, id) {
       "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 " +
         "WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
     ).bind(id, id, now, null),
+  ]);
+}
+
+/** The product's cancel batch (`run_sql::cancel`, SQLite text) for a run no runner holds. */
+async function cancelBatch(db, id) {
+  const now = Date.now();
+  const live = "('running','suspended','needs_review')";
+  await db.batch([
+    db.prepare(
+      "UPDATE task_run SET status = 'cancelled', error = ?3, cancel_requested = 1, held_by = NULL, updated_at = ?2 " +
+        "WHERE task_id = ?1 AND (status IN ('suspended','needs_review') OR (status = 'running' AND held_by IS NULL))",
+    ).bind(id, now, "cancelled by user"),
+    db.prepare(
+      "UPDATE task_run SET cancel_requested = 1, updated_at = ?2 " +
+        "WHERE task_id = ?1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
+    ).bind(id, now),
+    db.prepare(
+      `DELETE FROM task_active WHERE task_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 AND status IN ${live})`,
+    ).bind(id),
+    db.prepare(
+      "UPDATE gate_checkpoint SET status = 'voided', pending_session = NULL, updated_at = ?2 WHERE task_id = ?1 AND status = 'pending' " +
+        `AND NOT EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 AND task_run.status IN ${live})`,
+    ).bind(id, now),
+    db.prepare("SELECT * FROM task_run WHERE task_id = ?1").bind(id),
   ]);
 }
 
@@ -221,6 +250,10 @@ export class FloorDo extends DurableObject {
         return OK;
       case "/do-d1-storage-alarm":
         await this.admit(id);
+        return OK;
+      case "/cancel":
+        await cancelBatch(this.env.DB, id);
+        await this.state.storage.put("state", "{\"claim\":null}", { allowUnconfirmed: true });
         return OK;
       case "/schema-alarm":
       case "/schema-alarm-queue": {
@@ -353,6 +386,8 @@ export default {
     }
     const name = url.searchParams.get("o");
     if (!name) return new Response("o= names the object", { status: 400 });
+    // A cancel names a run: the Worker reads its row (its owner and session) before the call.
+    if (url.pathname === "/cancel") await env.DB.prepare("SELECT * FROM task_run WHERE task_id = ?1").bind(url.searchParams.get("id")).first();
     const stub = env.FLOOR.get(env.FLOOR.idFromName(name));
     return answer(await stub.call(url.pathname, url.searchParams.get("id"), q));
   },

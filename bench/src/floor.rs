@@ -13,7 +13,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// (route, whether it goes through an object).
-const PARTS: [(&str, bool); 8] = [
+const PARTS: [(&str, bool); 9] = [
     ("health", false),
     ("d1", false),
     ("do", true),
@@ -22,13 +22,24 @@ const PARTS: [(&str, bool); 8] = [
     ("do-d1-storage-alarm", true),
     ("schema-alarm", true),
     ("schema-alarm-queue", true),
+    (ADMIT_CANCEL, true),
 ];
+
+/// The design's admission followed by the cancel of its run, as ours admits into a warm session
+/// (`admission-warm`: a session admits one run at a time); warm objects only, its latency the
+/// admission's, its rate pairs per second.
+const ADMIT_CANCEL: &str = "schema-alarm-queue+cancel";
 
 fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) {
     let (status, ms) = if part == "health" {
         let t = Instant::now();
         let r = agent.get(&format!("{url}/health")).call();
         (status_of(&r), t.elapsed().as_secs_f64() * 1000.0)
+    } else if part == ADMIT_CANCEL {
+        let id = unique("f");
+        let (admitted, ms) = post_part_as(agent, url, "schema-alarm-queue", object, &id);
+        let (cancelled, _) = post_part_as(agent, url, "cancel", object, &id);
+        (if admitted == 200 { cancelled } else { admitted }, ms)
     } else {
         post_part(agent, url, part, object)
     };
@@ -38,9 +49,14 @@ fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) 
 /// One request to a part of the floor Worker at `url`, into `object` (a new one when the name is
 /// new), with a fresh D1 id: (status, 0 without an HTTP answer; ms).
 pub(crate) fn post_part(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (u16, f64) {
+    post_part_as(agent, url, part, object, &unique("f"))
+}
+
+/// [`post_part`] with the D1 id `id`.
+fn post_part_as(agent: &ureq::Agent, url: &str, part: &str, object: &str, id: &str) -> (u16, f64) {
     let t = Instant::now();
     let answer = agent
-        .post(&format!("{url}/{part}?o={object}&id={}", unique("f")))
+        .post(&format!("{url}/{part}?o={object}&id={id}"))
         .send_string("");
     (status_of(&answer), t.elapsed().as_secs_f64() * 1000.0)
 }
@@ -63,7 +79,11 @@ pub fn floor(url: &str, per_level: usize, only: &[String]) {
         if !only.is_empty() && !only.iter().any(|p| p == part) {
             continue;
         }
-        let kinds: &[&str] = if via_object { &["new", "warm"] } else { &["-"] };
+        let kinds: &[&str] = match (via_object, part) {
+            (true, ADMIT_CANCEL) => &["warm"],
+            (true, _) => &["new", "warm"],
+            (false, _) => &["-"],
+        };
         for &kind in kinds {
             for conc in LEVELS {
                 let per_thread = per_level.max(conc) / conc;

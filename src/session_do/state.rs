@@ -95,13 +95,20 @@ impl SessionDo {
     }
 
     /// Drops the remembered claim if `task_id` holds it (its run just ended); whether it did.
+    ///
+    /// Every caller has had D1 release the claim first (a finish, a cancel, an ending decision, an
+    /// end or a reap, each in its own batch), so D1 is the record and the write need not hold the
+    /// object's answer or its `done` frames for its durability ([`SessionDo::save_after_d1`]). A
+    /// write lost to a crash leaves storage behind D1 with the old claim, which a fresh instance
+    /// confirms against the run's row before answering a 409 from it ([`SessionDo::load`]), as it
+    /// must anyway for a crash between the D1 commit and this write.
     pub(super) async fn forget_claim_of(&self, task_id: &str) -> Result<bool, Failure> {
         let mut state = self.load().await?;
         if state.claim.as_ref().is_none_or(|c| c.task_id != task_id) {
             return Ok(false);
         }
         state.claim = None;
-        self.save(state).await?;
+        self.save_after_d1(state).await?;
         Ok(true)
     }
 }
