@@ -187,9 +187,9 @@ impl SessionDo {
     /// the writer that ended it appended one (a runner's finish, a decision, a reaper), else one
     /// built from the row at `last_seq + 1` — the frame a replay of the ledger ends with too.
     /// With nobody watching the run there is no frame to send, so the ledger is not read: a stream
-    /// opened later replays the ledger from D1 and ends with the same frame. (The check and the
-    /// publish have no await between them when nobody watches; a stream registered while the read
-    /// is in flight gets the frame, as before.)
+    /// opened later replays the ledger from D1 and ends with the same frame. No await separates
+    /// the check from that return, so no stream registers in between; when someone watches, a
+    /// stream registered while the read is in flight gets the frame too, as before.
     pub(super) async fn publish_closing_done(
         &self,
         cx: &Cx,

@@ -1050,7 +1050,12 @@ fn ending_a_parked_run_nobody_watches_reads_no_ledger_and_a_stream_opened_after_
         };
         let watcher = watched.then(|| {
             let w = stream();
-            std::thread::sleep(Duration::from_millis(500));
+            let stats = format!("/v1/admin/sessions/{}", g.session);
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while get(&site.reader(), &stats).json()["streams"] != 1 {
+                assert!(Instant::now() < deadline, "the stream never subscribed");
+                std::thread::sleep(Duration::from_millis(50));
+            }
             w
         });
         let r = end(&g);
