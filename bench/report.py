@@ -966,11 +966,10 @@ def state_medium(machine):
     wrangler dev's local trace store ran (runs that recorded neither say nothing)."""
     fs, traces = machine.get("state"), machine.get("local_traces")
     out = []
-    if fs == "tmpfs":
-        out.append("Every workerd's state (local D1, the objects' SQLite files) and the storage ceiling's file were on "
-                   "tmpfs: no figure carries the local disk's cost (`SEMA_BENCH_STATE=disk` measures on disk).")
-    elif fs is not None:
-        out.append(f"Every workerd's state (local D1, the objects' SQLite files) was on the disk ({fs}).")
+    if fs is not None:
+        out.append("Every workerd's state (local D1, the objects' SQLite files) " + (
+            "and the storage ceiling's file were on tmpfs: no figure carries the local disk's cost "
+            "(`SEMA_BENCH_STATE=disk` measures on disk)." if fs == "tmpfs" else f"was on the disk ({fs})."))
     if traces == "off":
         out.append("wrangler dev's local trace store (every span of every invocation written to SQLite in the same "
                    "workerd process, for its local explorer; no part of a deployment) was off "

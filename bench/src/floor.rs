@@ -37,9 +37,10 @@ fn hit(agent: &ureq::Agent, url: &str, part: &str, object: &str) -> (bool, f64) 
         (status_of(&r), t.elapsed().as_secs_f64() * 1000.0)
     } else if part == ADMIT_CANCEL {
         let id = unique("f");
-        let (admitted, ms) = post_part_as(agent, url, "schema-alarm-queue", object, &id);
-        let (cancelled, _) = post_part_as(agent, url, "cancel", object, &id);
-        (if admitted == 200 { cancelled } else { admitted }, ms)
+        match post_part_as(agent, url, "schema-alarm-queue", object, &id) {
+            (200, ms) => (post_part_as(agent, url, "cancel", object, &id).0, ms),
+            refused => refused,
+        }
     } else {
         post_part(agent, url, part, object)
     };

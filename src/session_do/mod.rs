@@ -78,8 +78,8 @@ pub(crate) enum Outcome {
 
 impl DurableObject for SessionDo {
     fn new(state: State, env: Env) -> Self {
-        let staleness = crate::config::settings(&env).staleness;
-        let commit_point = crate::config::settings(&env).admit_commit;
+        let settings = crate::config::settings(&env);
+        let (staleness, commit_point) = (settings.staleness, settings.admit_commit);
         let raw = state._inner();
         let storage_raw = raw.storage().ok();
         let state = State::from(raw);
