@@ -21,7 +21,9 @@
 //! `schema-alarm-queue` (the design that ships, in plain JavaScript: the product's own admission
 //! batch into its schema, storage and alarm written unconfirmed, the queue object told without
 //! waiting) and `do-d1-storage-alarm` (the bare parts: three inserts into tables without indexes,
-//! storage and alarm).
+//! storage and alarm); and, given its URL, the floor through the Rust binding (`bench/floor-rs`:
+//! the same parts compiled to wasm with the product's crates) as [`RS_FLOOR`] beside the admission
+//! and `floor-rs` beside the 409s and the append (its Worker has no hand-over parts).
 
 use crate::floor::post_part;
 use crate::queues::{clock_ticks, cpu_ticks};
@@ -35,18 +37,55 @@ use std::time::Duration;
 /// The floor Worker's parts set beside ours, the design's own first.
 const FLOOR_PARTS: [&str; 2] = ["schema-alarm-queue", "do-d1-storage-alarm"];
 
-/// Where each side runs: the two base URLs and, when known, the two workerd pids.
+/// The design's floor through the Rust binding, as its side is named: `schema-alarm-queue` on the
+/// `bench/floor-rs` Worker.
+const RS_FLOOR: &str = "rs:schema-alarm-queue";
+
+/// Where each side runs: the base URLs and, when known, the workerd pids.
 pub struct Sides<'a> {
     pub floor: &'a str,
     pub ours_pid: Option<u32>,
     pub floor_pid: Option<u32>,
+    /// The floor through the Rust binding, when the run has it.
+    pub floor_rs: Option<&'a str>,
+    pub floor_rs_pid: Option<u32>,
 }
 
-impl Sides<'_> {
+/// Which Worker a side's measurement runs on.
+#[derive(Clone, Copy, PartialEq)]
+enum On {
+    Ours,
+    Floor,
+    FloorRs,
+}
+
+impl On {
+    fn of(side: &str) -> On {
+        match side {
+            "ours" => On::Ours,
+            RS_FLOOR | "floor-rs" => On::FloorRs,
+            _ => On::Floor,
+        }
+    }
+}
+
+impl<'a> Sides<'a> {
+    /// The base URL of a floor side.
+    fn url(&self, on: On) -> &'a str {
+        match on {
+            On::FloorRs => self.floor_rs.unwrap_or(self.floor),
+            _ => self.floor,
+        }
+    }
+
     /// Runs `f` as one side's measurement: its result, and the CPU ms that side's workerd spent
     /// meanwhile (`None` without its pid).
-    fn measure<R>(&self, ours: bool, ticks: f64, f: impl FnOnce() -> R) -> (R, Option<f64>) {
-        let pid = if ours { self.ours_pid } else { self.floor_pid };
+    fn measure<R>(&self, on: On, ticks: f64, f: impl FnOnce() -> R) -> (R, Option<f64>) {
+        let pid = match on {
+            On::Ours => self.ours_pid,
+            On::Floor => self.floor_pid,
+            On::FloorRs => self.floor_rs_pid,
+        };
         let before = pid.and_then(cpu_ticks);
         let r = f();
         let spent = before
@@ -57,22 +96,25 @@ impl Sides<'_> {
 }
 
 pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samples: usize) {
-    let floor = at.floor;
     let ticks = clock_ticks();
-    let sides: Vec<&str> = std::iter::once("ours").chain(FLOOR_PARTS).collect();
+    let sides: Vec<&str> = std::iter::once("ours")
+        .chain(FLOOR_PARTS)
+        .chain(at.floor_rs.map(|_| RS_FLOOR))
+        .collect();
     for conc in LEVELS {
         for round in 0..rounds {
             for k in 0..sides.len() {
                 let side = sides[(round + k) % sides.len()];
-                let ours = side == "ours";
-                let (mut line, cpu_ms) = at.measure(ours, ticks, || {
-                    if ours {
+                let on = On::of(side);
+                let (mut line, cpu_ms) = at.measure(on, ticks, || {
+                    if on == On::Ours {
                         admission_level(conc, per_level, 202, &|agent: &ureq::Agent, _| {
                             timed_submit(agent, &ctx.url, &unique("bfo"))
                         })
                     } else {
+                        let part = part_of(side);
                         admission_level(conc, per_level, 200, &|agent: &ureq::Agent, _| {
-                            post_part(agent, floor, side, &unique("bfn"))
+                            post_part(agent, at.url(on), part, &unique("bfn"))
                         })
                     }
                 });
@@ -88,7 +130,12 @@ pub fn beside_floor(ctx: &Ctx, at: &Sides, rounds: usize, per_level: usize, samp
             }
         }
     }
-    sequential(ctx, floor, &sides, samples);
+    sequential(ctx, at, &sides, samples);
+}
+
+/// The floor Worker's part a side names (`rs:` names the same part on the Rust floor).
+fn part_of(side: &str) -> &str {
+    side.strip_prefix("rs:").unwrap_or(side)
 }
 
 /// One submit of ours into `session`: (status, ms). Into a warm session its run is cancelled
@@ -111,7 +158,7 @@ fn ours_submit(agent: &ureq::Agent, url: &str, session: &str, cancel: bool) -> (
 }
 
 /// `samples` sequential admissions per side and object kind, the sides taking turns.
-fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
+fn sequential(ctx: &Ctx, at: &Sides, sides: &[&str], samples: usize) {
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(60))
         .build();
@@ -131,13 +178,13 @@ fn sequential(ctx: &Ctx, floor: &str, sides: &[&str], samples: usize) {
                         };
                         ours_submit(&agent, &ctx.url, &session, warm)
                     }
-                    part => {
+                    side => {
                         let object = if warm {
-                            format!("{warm_session}-{part}")
+                            format!("{warm_session}-{}", side.replace(':', "-"))
                         } else {
                             unique("bfs")
                         };
-                        post_part(&agent, floor, part, &object)
+                        post_part(&agent, at.url(On::of(side)), part_of(side), &object)
                     }
                 };
                 if !matches!(status, 200 | 202) {
@@ -183,9 +230,24 @@ const PATHS: [&str; 6] = [
     "long-poll-new",
 ];
 
+/// The paths the floor through the Rust binding has the parts of.
+const RS_PATHS: [&str; 2] = ["contention", "append"];
+
+/// The sides measured on `path`: ours, the floor, and the Rust floor where the run has it and it
+/// has the path's parts.
+fn path_sides(at: &Sides, path: &str) -> Vec<On> {
+    let mut sides = vec![On::Ours, On::Floor];
+    if at.floor_rs.is_some() && RS_PATHS.contains(&path) {
+        sides.push(On::FloorRs);
+    }
+    sides
+}
+
 /// One path measured on one side (its scenario's own result line, emitted into a capture).
-fn run_path(ctx: &Ctx, floor: &str, path: &str, ours: bool, n: &PathCounts) {
+fn run_path(ctx: &Ctx, at: &Sides, path: &str, on: On, n: &PathCounts) {
     let warm = path.ends_with("-warm");
+    let floor = at.url(on);
+    let ours = on == On::Ours;
     match (path, ours) {
         ("contention", true) => contention(ctx, n.sessions, n.contenders),
         ("contention", false) => floor_paths::contention(floor, n.sessions, n.contenders),
@@ -213,9 +275,10 @@ fn operations(path: &str, line: &serde_json::Value) -> u64 {
     }
 }
 
-/// A warm-up round (both sides, every path, small counts, lines dropped), then `rounds` rounds; in
-/// each, every path is measured on both sides, the first side alternating by round and by path, so
-/// with an even number of rounds each side goes first equally often on every path. Each result
+/// A warm-up round (every side, every path, small counts, lines dropped), then `rounds` rounds; in
+/// each, every path is measured on each of its sides ([`path_sides`]), in an order rotating by
+/// round and by path, so with a number of rounds divisible by its sides' count (6: by two and by
+/// three) each side goes first equally often on every path. Each result
 /// line is its scenario's own, renamed `beside-floor-paths` (the original name kept as
 /// `measured`), with the path, side and round, and, given the pids, the side's workerd CPU per
 /// operation carried out.
@@ -227,22 +290,26 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         samples: 10,
     };
     for path in PATHS {
-        for ours in [true, false] {
-            captured(|| run_path(ctx, at.floor, path, ours, &warm_up));
+        for on in path_sides(at, path) {
+            captured(|| run_path(ctx, at, path, on, &warm_up));
         }
     }
     for round in 0..rounds {
         for (i, path) in PATHS.into_iter().enumerate() {
-            for k in 0..2 {
-                let ours = (round + i + k) % 2 == 0;
-                let (lines, cpu_ms) = at.measure(ours, ticks, || {
-                    captured(|| run_path(ctx, at.floor, path, ours, n))
-                });
+            let sides = path_sides(at, path);
+            for k in 0..sides.len() {
+                let on = sides[(round + i + k) % sides.len()];
+                let (lines, cpu_ms) =
+                    at.measure(on, ticks, || captured(|| run_path(ctx, at, path, on, n)));
                 for mut line in lines {
                     line["measured"] = line["scenario"].clone();
                     line["scenario"] = json!("beside-floor-paths");
                     line["path"] = json!(path);
-                    line["side"] = json!(if ours { "ours" } else { "floor" });
+                    line["side"] = json!(match on {
+                        On::Ours => "ours",
+                        On::Floor => "floor",
+                        On::FloorRs => "floor-rs",
+                    });
                     line["round"] = json!(round);
                     let ops = operations(path, &line);
                     if let Some(ms) = cpu_ms.filter(|_| ops > 0) {

@@ -11,10 +11,11 @@
 //!                                                    409s into a held session, alone and during appends
 //! sema-bench --url URL session-object [--rounds N]  admission into a warm vs a new session object
 //! sema-bench --url URL beside-floor --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 3]
-//!                                    [--per-level 256] [--samples 100]
+//!                                    [--floor-rs-url R --floor-rs-workerd-pid S] [--per-level 256] [--samples 100]
 //!                                                    our admission and the floor Worker's, interleaved
 //! sema-bench --url URL beside-floor-paths --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 6]
-//!                                    [--sessions 20] [--contenders 100] [--samples 100]
+//!                                    [--floor-rs-url R --floor-rs-workerd-pid S] [--sessions 20] [--contenders 100]
+//!                                    [--samples 100]
 //!                                                    409s, append, hand-overs and their floors, interleaved
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
@@ -916,6 +917,12 @@ struct SidesArgs {
     /// The floor Worker's workerd pid.
     #[arg(long)]
     floor_workerd_pid: Option<u32>,
+    /// Base URL of the floor through the Rust binding (`bench/floor-rs`), a third side where given.
+    #[arg(long)]
+    floor_rs_url: Option<String>,
+    /// Its workerd pid.
+    #[arg(long)]
+    floor_rs_workerd_pid: Option<u32>,
 }
 
 impl SidesArgs {
@@ -924,6 +931,8 @@ impl SidesArgs {
             floor: &self.floor_url,
             ours_pid: self.workerd_pid,
             floor_pid: self.floor_workerd_pid,
+            floor_rs: self.floor_rs_url.as_deref(),
+            floor_rs_pid: self.floor_rs_workerd_pid,
         }
     }
 }
@@ -1013,8 +1022,8 @@ enum Scenario {
     },
     /// D1 round trips and statements per operation.
     Cost,
-    /// Our admission and the floor Worker's (`bench/floor/`), interleaved on both Workers served at
-    /// once: per concurrency level, rounds measuring each side once in a rotating order; then
+    /// Our admission and the floor Worker's (`bench/floor/`, and `bench/floor-rs/` where given),
+    /// interleaved on the Workers served at once: per concurrency level, rounds measuring each side once in a rotating order; then
     /// sequential admissions into a warm and a new object, the sides taking turns.
     BesideFloor {
         #[command(flatten)]
@@ -1029,13 +1038,13 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         samples: usize,
     },
-    /// Our other hot paths and their floors (`floor-paths`), interleaved on both Workers served at
-    /// once: a warm-up round, then per round each path measured on each side, which side goes first
-    /// alternating by round and by path.
+    /// Our other hot paths and their floors (`floor-paths`), interleaved on the Workers served at
+    /// once: a warm-up round, then per round each path measured on each side, in an order rotating
+    /// by round and by path.
     BesideFloorPaths {
         #[command(flatten)]
         sides: SidesArgs,
-        /// Rounds (even: each side then goes first equally often on every path).
+        /// Rounds (a multiple of 6: each side then goes first equally often on every path).
         #[arg(long, default_value_t = 6)]
         rounds: usize,
         /// Contention: sessions per side and round.

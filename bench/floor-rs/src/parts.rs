@@ -1,0 +1,448 @@
+//! The parts, as `bench/floor/floor.js` names and does them (its header lists them). Each SQL text
+//! and each call is that file's; only the language differs.
+
+use crate::FloorRpc;
+use futures_channel::mpsc;
+use std::cell::{Cell, RefCell};
+use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use worker::{
+    durable_object, web_sys, worker_sys, D1Database, D1PreparedStatement, DurableObject, Env,
+    Headers, Request, Response, SetAlarmOptions, State,
+};
+
+type Failed = JsValue;
+
+/// A response of `status` with a JSON (or plain) `body`.
+pub fn text(status: u16, body: &str) -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    Response::ok(body)
+        .map(|r| r.with_status(status).with_headers(headers))
+        .unwrap_or_else(|_| Response::empty().expect("an empty response"))
+}
+
+/// The value of query parameter `name` in `url` (the bench's names and ids need no decoding).
+fn param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
+    let query = url.split_once('?')?.1;
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn stub(env: &Env, binding: &str, name: &str) -> worker::Result<FloorRpc> {
+    Ok(env
+        .durable_object(binding)?
+        .get_by_name(name)?
+        .into_rpc::<FloorRpc>())
+}
+
+/// Calls `part` on an object by RPC; its answer is `"SSS body"` (status, a space, the body).
+async fn call(
+    rpc: &FloorRpc,
+    part: &str,
+    id: Option<&str>,
+    q: Option<&str>,
+) -> Result<String, Failed> {
+    let opt = |v: Option<&str>| v.map_or(JsValue::NULL, JsValue::from_str);
+    let answer = JsFuture::from(rpc.call(part, &opt(id), &opt(q))?).await?;
+    answer
+        .as_string()
+        .ok_or_else(|| JsValue::from_str("an answer that is not text"))
+}
+
+fn answer(framed: &str) -> Response {
+    let (status, body) = framed.split_at(3.min(framed.len()));
+    let status = status.parse().unwrap_or(500);
+    if status == 204 {
+        return Response::empty()
+            .map(|r| r.with_status(204))
+            .unwrap_or_else(|_| text(500, ""));
+    }
+    text(status, body.trim_start())
+}
+
+pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> {
+    let url = req.url();
+    let path = worker_path(&url);
+    if path == "/health" {
+        return Ok(text(200, "{\"ok\":true,\"service\":\"sema-floor-rs\"}"));
+    }
+    if path == "/sse" {
+        let Some(name) = param(&url, "o") else {
+            return Ok(text(400, "o= names the object"));
+        };
+        let obj = env.durable_object("FLOOR")?.get_by_name(name)?;
+        return Ok(obj.fetch_with_request(Request::from(req)).await?);
+    }
+    if req.method() != "POST" {
+        return Ok(text(405, "POST only"));
+    }
+    let q = param(&url, "q");
+    let Some(name) = param(&url, "o") else {
+        return Ok(text(400, "o= names the object"));
+    };
+    let id = param(&url, "id");
+    if path == "/cancel" {
+        // A cancel names a run: the Worker reads its row (its owner and session) before the call.
+        let db = env.d1("DB")?;
+        let stmt = db
+            .prepare("SELECT * FROM task_run WHERE task_id = ?1")
+            .bind(&[opt_str(id)])?;
+        JsFuture::from(stmt.inner().first(None)?).await?;
+    }
+    let framed = call(&stub(&env, "FLOOR", name)?, path, id, q).await?;
+    Ok(answer(&framed))
+}
+
+fn worker_path(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split(['?', '#']).next().unwrap_or(path)
+}
+
+fn opt_str(v: Option<&str>) -> JsValue {
+    v.map_or(JsValue::NULL, JsValue::from_str)
+}
+
+fn now() -> f64 {
+    js_sys::Date::now()
+}
+
+/// One D1 batch through the runtime's own `batch` (as the product's executor calls it).
+async fn batch(db: &D1Database, stmts: Vec<D1PreparedStatement>) -> Result<JsValue, Failed> {
+    let statements = stmts
+        .iter()
+        .map(|s| JsValue::from(s.inner()))
+        .collect::<js_sys::Array>();
+    let raw: &worker_sys::D1Database = db.as_ref().unchecked_ref();
+    JsFuture::from(raw.batch(statements)?).await
+}
+
+fn prep(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement, Failed> {
+    Ok(db.prepare(sql).bind(args)?)
+}
+
+/// The product's own admission batch (floor.js `schemaBatch`).
+async fn schema_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
+    let (id, now) = (JsValue::from_str(id), JsValue::from_f64(now()));
+    let null = JsValue::NULL;
+    let s = |t: &str| JsValue::from_str(t);
+    batch(db, vec![
+        prep(db, "INSERT INTO session (session_id, owner, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
+            ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at WHERE session.owner IS excluded.owner",
+            &[id.clone(), null.clone(), now.clone()])?,
+        prep(db, "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, \
+            heartbeat_at, created_at, updated_at, queue) SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 \
+            WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
+            &[id.clone(), id.clone(), null.clone(), s("floor"), s("bench"), s("bench"), s("{}"), now.clone(), s("default")])?,
+        prep(db, "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
+            WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
+            &[id.clone(), id, now, null])?,
+    ])
+    .await?;
+    Ok(())
+}
+
+/// The product's cancel batch (floor.js `cancelBatch`).
+async fn cancel_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
+    let (id, now) = (JsValue::from_str(id), JsValue::from_f64(now()));
+    batch(db, vec![
+        prep(db, "UPDATE task_run SET status = 'cancelled', error = ?3, cancel_requested = 1, held_by = NULL, updated_at = ?2 \
+            WHERE task_id = ?1 AND (status IN ('suspended','needs_review') OR (status = 'running' AND held_by IS NULL))",
+            &[id.clone(), now.clone(), JsValue::from_str("cancelled by user")])?,
+        prep(db, "UPDATE task_run SET cancel_requested = 1, updated_at = ?2 \
+            WHERE task_id = ?1 AND status = 'running' AND held_by IS NOT NULL AND cancel_requested = 0",
+            &[id.clone(), now.clone()])?,
+        prep(db, "DELETE FROM task_active WHERE task_id = ?1 AND NOT EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
+            AND status IN ('running','suspended','needs_review'))", std::slice::from_ref(&id))?,
+        prep(db, "UPDATE gate_checkpoint SET status = 'voided', pending_session = NULL, updated_at = ?2 WHERE task_id = ?1 \
+            AND status = 'pending' AND NOT EXISTS (SELECT 1 FROM task_run WHERE task_run.task_id = ?1 \
+            AND task_run.status IN ('running','suspended','needs_review'))", &[id.clone(), now])?,
+        prep(db, "SELECT * FROM task_run WHERE task_id = ?1", &[id])?,
+    ])
+    .await?;
+    Ok(())
+}
+
+const TABLES: [&str; 4] = [
+    "CREATE TABLE IF NOT EXISTS floor_run (id TEXT PRIMARY KEY, session TEXT NOT NULL, body TEXT NOT NULL, \
+     last_seq INTEGER NOT NULL DEFAULT 0, runner TEXT, epoch INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS floor_event (run TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run, seq))",
+    "CREATE TABLE IF NOT EXISTS floor_claim (session TEXT PRIMARY KEY, id TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS floor_key (k TEXT PRIMARY KEY, id TEXT NOT NULL)",
+];
+
+thread_local! {
+    static TABLES_MADE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// floor.js `ensureTables`, for the parts that write the floor's own tables.
+async fn ensure_tables(db: &D1Database) -> Result<(), Failed> {
+    if TABLES_MADE.with(Cell::get) {
+        return Ok(());
+    }
+    batch(
+        db,
+        TABLES
+            .iter()
+            .map(|t| prep(db, t, &[]))
+            .collect::<Result<_, _>>()?,
+    )
+    .await?;
+    TABLES_MADE.with(|c| c.set(true));
+    Ok(())
+}
+
+/// Three inserts (floor.js `admitBatch`): the run the append scenario writes to.
+async fn admit_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
+    ensure_tables(db).await?;
+    let id = JsValue::from_str(id);
+    batch(
+        db,
+        vec![
+            prep(
+                db,
+                "INSERT INTO floor_run (id, session, body) VALUES (?1, ?1, ?2)",
+                &[id.clone(), JsValue::from_str("{\"objective\":\"bench\"}")],
+            )?,
+            prep(
+                db,
+                "INSERT INTO floor_claim (session, id) VALUES (?1, ?1)",
+                std::slice::from_ref(&id),
+            )?,
+            prep(db, "INSERT INTO floor_key (k, id) VALUES (?1, ?1)", &[id])?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn append_batch(db: &D1Database, run: &str, seq: u64) -> Result<(), Failed> {
+    ensure_tables(db).await?;
+    let (run, seq) = (JsValue::from_str(run), JsValue::from_f64(seq as f64));
+    batch(
+        db,
+        vec![
+            prep(
+                db,
+                "INSERT INTO floor_event (run, seq, body) VALUES (?1, ?2, ?3)",
+                &[
+                    run.clone(),
+                    seq.clone(),
+                    JsValue::from_str("{\"type\":\"text_delta\"}"),
+                ],
+            )?,
+            prep(
+                db,
+                "UPDATE floor_run SET last_seq = ?2 WHERE id = ?1",
+                &[run, seq],
+            )?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+fn framed(status: u16, body: &str) -> JsValue {
+    JsValue::from_str(&format!("{status} {body}"))
+}
+
+type Frame = Result<Vec<u8>, worker::Error>;
+
+#[durable_object]
+pub struct FloorDo {
+    state: State,
+    env: Env,
+    storage: Option<worker_sys::DurableObjectStorage>,
+    claim: RefCell<Option<String>>,
+    seq: Cell<u64>,
+    streams: RefCell<Vec<mpsc::Sender<Frame>>>,
+}
+
+impl DurableObject for FloorDo {
+    fn new(state: State, env: Env) -> Self {
+        let raw = state._inner();
+        let storage = raw.storage().ok();
+        Self {
+            state: State::from(raw),
+            env,
+            storage,
+            claim: RefCell::new(None),
+            seq: Cell::new(0),
+            streams: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// An event stream held by the object (floor.js `FloorDo.fetch`).
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        let (mut tx, rx) = mpsc::channel::<Frame>(64);
+        let _ = tx.try_send(Ok(b": open\n\n".to_vec()));
+        self.streams.borrow_mut().push(tx);
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "text/event-stream");
+        Ok(Response::from_stream(rx)?.with_headers(headers))
+    }
+
+    /// An alarm an hour out never fires within a bench run.
+    async fn alarm(&self) -> worker::Result<Response> {
+        Response::empty()
+    }
+}
+
+impl FloorDo {
+    /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
+    async fn remember(&self) -> Result<(), Failed> {
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| JsValue::from_str("no storage"))?;
+        let options = js_sys::Object::new();
+        js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())?;
+        let put: js_sys::Function = js_sys::Reflect::get(storage, &"put".into())?.dyn_into()?;
+        let promise = put.call3(
+            storage,
+            &"state".into(),
+            &"{\"claim\":\"x\"}".into(),
+            &options,
+        )?;
+        JsFuture::from(js_sys::Promise::from(promise)).await?;
+        let alarm = SetAlarmOptions {
+            allow_unconfirmed: Some(true),
+            ..Default::default()
+        };
+        self.state
+            .storage()
+            .set_alarm_with_options(3_600_000, alarm)
+            .await?;
+        Ok(())
+    }
+
+    /// floor.js `admit`: the three inserts, then the claim's copy and its alarm.
+    async fn admit(&self, id: &str) -> Result<(), Failed> {
+        admit_batch(&self.env.d1("DB")?, id).await?;
+        self.remember().await
+    }
+
+    /// The queue object told of the run without waiting, as the product tells its dispatcher.
+    fn offer(&self, id: &str) -> Result<(), Failed> {
+        let queue = stub(&self.env, "FLOOR_QUEUE", "default")?;
+        let promise = queue.call("/offer", &JsValue::NULL, &JsValue::from_str(id))?;
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = JsFuture::from(promise).await;
+        });
+        Ok(())
+    }
+}
+
+#[wasm_bindgen]
+impl FloorDo {
+    /// One part, by RPC: `"SSS body"`.
+    #[wasm_bindgen(js_name = call)]
+    pub async fn call(
+        &self,
+        part: String,
+        id: Option<String>,
+        _q: Option<String>,
+    ) -> Result<JsValue, JsValue> {
+        let id = id.unwrap_or_default();
+        match part.as_str() {
+            "/claim" => {
+                if self.claim.borrow().is_some() {
+                    return Ok(framed(
+                        409,
+                        "{\"error\":\"busy\",\"errorCode\":\"session_busy\"}",
+                    ));
+                }
+                *self.claim.borrow_mut() = Some(id.clone());
+                self.admit(&id).await?;
+                Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
+            }
+            "/append" => {
+                let seq = self.seq.get() + 1;
+                self.seq.set(seq);
+                append_batch(&self.env.d1("DB")?, &id, seq).await?;
+                let frame =
+                    format!("id: {seq}\ndata: {{\"type\":\"text_delta\"}}\n\n").into_bytes();
+                self.streams
+                    .borrow_mut()
+                    .retain_mut(|w| w.try_send(Ok(frame.clone())).is_ok());
+                Ok(framed(200, &format!("{{\"seqs\":[{seq}]}}")))
+            }
+            "/cancel" => {
+                cancel_batch(&self.env.d1("DB")?, &id).await?;
+                let storage = self
+                    .storage
+                    .as_ref()
+                    .ok_or_else(|| JsValue::from_str("no storage"))?;
+                let options = js_sys::Object::new();
+                js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())?;
+                let put: js_sys::Function =
+                    js_sys::Reflect::get(storage, &"put".into())?.dyn_into()?;
+                let promise = put.call3(
+                    storage,
+                    &"state".into(),
+                    &"{\"claim\":null}".into(),
+                    &options,
+                )?;
+                JsFuture::from(js_sys::Promise::from(promise)).await?;
+                Ok(framed(200, "{\"ok\":true}"))
+            }
+            "/schema-alarm" | "/schema-alarm-queue" => {
+                schema_batch(&self.env.d1("DB")?, &id).await?;
+                self.remember().await?;
+                if part == "/schema-alarm-queue" {
+                    self.offer(&id)?;
+                }
+                Ok(framed(200, "{\"ok\":true}"))
+            }
+            "/do-d1-storage" => {
+                admit_batch(&self.env.d1("DB")?, &id).await?;
+                self.state
+                    .storage()
+                    .put("state", "{\"claim\":\"x\"}")
+                    .await?;
+                Ok(framed(200, "{\"ok\":true}"))
+            }
+            "/do" => Ok(framed(200, "{\"ok\":true}")),
+            _ => Ok(framed(404, "no such part in the Rust floor")),
+        }
+    }
+}
+
+/// One task queue (floor.js `FloorQueue`); here only what an offer with nobody waiting does.
+#[durable_object]
+pub struct FloorQueue {
+    #[allow(dead_code)]
+    state: State,
+    #[allow(dead_code)]
+    env: Env,
+}
+
+impl DurableObject for FloorQueue {
+    fn new(state: State, env: Env) -> Self {
+        Self { state, env }
+    }
+
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        Ok(text(404, "no such part"))
+    }
+}
+
+#[wasm_bindgen]
+impl FloorQueue {
+    #[wasm_bindgen(js_name = call)]
+    pub async fn call(
+        &self,
+        part: String,
+        _key: Option<String>,
+        _id: Option<String>,
+    ) -> Result<JsValue, JsValue> {
+        match part.as_str() {
+            "/offer" => Ok(JsValue::NULL),
+            _ => Err(JsValue::from_str("no such part")),
+        }
+    }
+}
