@@ -708,8 +708,8 @@ def paths_interleaved(by):
                        + paired_cells(paired(rows, "cpu_ms_per_op", RS_PATH_SIDE, "floor", path=path)))
     rs_part = [
         "The same paths beside the floor through the Rust binding (`bench/floor-rs`: the JavaScript floor's parts compiled "
-        "to wasm with the product's crates, a third side in the same rounds; it has the 409 and append parts, not the "
-        "hand-overs):",
+        "to wasm with the product's crates, a third side in the same rounds; its hand-overs' CPU is the JavaScript "
+        "floor's shape, without the finish ours carries):",
         "",
         table(["path", "Rust floor p50 ms", "ours over it p50 %", "range", "Rust floor CPU ms", "ours' CPU over it %",
                "range", "the binding: Rust floor over the JS floor p50 %", "range", "its CPU %", "range"], rs_rows),

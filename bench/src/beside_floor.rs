@@ -23,7 +23,7 @@
 //! waiting) and `do-d1-storage-alarm` (the bare parts: three inserts into tables without indexes,
 //! storage and alarm); and, given its URL, the floor through the Rust binding (`bench/floor-rs`:
 //! the same parts compiled to wasm with the product's crates) as [`RS_FLOOR`] beside the admission
-//! and `floor-rs` beside the 409s and the append (its Worker has no hand-over parts).
+//! and `floor-rs` beside every other path.
 
 use crate::floor::post_part;
 use crate::queues::{clock_ticks, cpu_ticks};
@@ -230,14 +230,10 @@ const PATHS: [&str; 6] = [
     "long-poll-new",
 ];
 
-/// The paths the floor through the Rust binding has the parts of.
-const RS_PATHS: [&str; 2] = ["contention", "append"];
-
-/// The sides measured on `path`: ours, the floor, and the Rust floor where the run has it and it
-/// has the path's parts.
-fn path_sides(at: &Sides, path: &str) -> Vec<On> {
+/// The sides measured on every path: ours, the floor, and the Rust floor where the run has it.
+fn path_sides(at: &Sides) -> Vec<On> {
     let mut sides = vec![On::Ours, On::Floor];
-    if at.floor_rs.is_some() && RS_PATHS.contains(&path) {
+    if at.floor_rs.is_some() {
         sides.push(On::FloorRs);
     }
     sides
@@ -290,13 +286,13 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         samples: 10,
     };
     for path in PATHS {
-        for on in path_sides(at, path) {
+        for on in path_sides(at) {
             captured(|| run_path(ctx, at, path, on, &warm_up));
         }
     }
     for round in 0..rounds {
         for (i, path) in PATHS.into_iter().enumerate() {
-            let sides = path_sides(at, path);
+            let sides = path_sides(at);
             for k in 0..sides.len() {
                 let on = sides[(round + i + k) % sides.len()];
                 let (lines, cpu_ms) =

@@ -2,13 +2,18 @@
 //! and each call is that file's; only the language differs.
 
 use crate::FloorRpc;
-use futures_channel::mpsc;
-use std::cell::{Cell, RefCell};
+use futures_channel::{mpsc, oneshot};
+use futures_util::future::{select, Either};
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+};
 use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use worker::{
     durable_object, web_sys, worker_sys, D1Database, D1PreparedStatement, DurableObject, Env,
-    Headers, Request, Response, SetAlarmOptions, State,
+    Headers, Request, Response, SetAlarmOptions, State, WebSocket, WebSocketIncomingMessage,
+    WebSocketPair,
 };
 
 type Failed = JsValue;
@@ -77,10 +82,28 @@ pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> 
         let obj = env.durable_object("FLOOR")?.get_by_name(name)?;
         return Ok(obj.fetch_with_request(Request::from(req)).await?);
     }
+    let q = param(&url, "q");
+    if path == "/queue-connect" || path == "/queue-waiting" {
+        let Some(q) = q else {
+            return Ok(text(400, "q= names the queue"));
+        };
+        let queue = env.durable_object("FLOOR_QUEUE")?.get_by_name(q)?;
+        return Ok(queue.fetch_with_request(Request::from(req)).await?);
+    }
     if req.method() != "POST" {
         return Ok(text(405, "POST only"));
     }
-    let q = param(&url, "q");
+    if path == "/poll" {
+        let Some(q) = q else {
+            return Ok(text(400, "q= names the queue"));
+        };
+        let queue = stub(&env, "FLOOR_QUEUE", q)?;
+        let lease = JsFuture::from(queue.call("/poll", &JsValue::NULL, &JsValue::NULL)?).await?;
+        return Ok(match lease.as_string() {
+            Some(lease) => text(200, &lease),
+            None => Response::empty()?.with_status(204),
+        });
+    }
     let Some(name) = param(&url, "o") else {
         return Ok(text(400, "o= names the object"));
     };
@@ -326,9 +349,9 @@ impl FloorDo {
         self.remember().await
     }
 
-    /// The queue object told of the run without waiting, as the product tells its dispatcher.
-    fn offer(&self, id: &str) -> Result<(), Failed> {
-        let queue = stub(&self.env, "FLOOR_QUEUE", "default")?;
+    /// Queue `q` told of the run without waiting, as the product tells its dispatcher.
+    fn offer(&self, q: &str, id: &str) -> Result<(), Failed> {
+        let queue = stub(&self.env, "FLOOR_QUEUE", q)?;
         let promise = queue.call("/offer", &JsValue::NULL, &JsValue::from_str(id))?;
         wasm_bindgen_futures::spawn_local(async move {
             let _ = JsFuture::from(promise).await;
@@ -345,7 +368,7 @@ impl FloorDo {
         &self,
         part: String,
         id: Option<String>,
-        _q: Option<String>,
+        q: Option<String>,
     ) -> Result<JsValue, JsValue> {
         let id = id.unwrap_or_default();
         match part.as_str() {
@@ -394,9 +417,15 @@ impl FloorDo {
                 schema_batch(&self.env.d1("DB")?, &id).await?;
                 self.remember().await?;
                 if part == "/schema-alarm-queue" {
-                    self.offer(&id)?;
+                    self.offer("default", &id)?;
                 }
                 Ok(framed(200, "{\"ok\":true}"))
+            }
+            "/admit-dispatch" => {
+                self.admit(&id).await?;
+                // Not awaited, as ours: the answer does not wait for the hand-over.
+                self.offer(q.as_deref().unwrap_or("default"), &id)?;
+                Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/do-d1-storage" => {
                 admit_batch(&self.env.d1("DB")?, &id).await?;
@@ -412,36 +441,136 @@ impl FloorDo {
     }
 }
 
-/// One task queue (floor.js `FloorQueue`); here only what an offer with nobody waiting does.
+/// A lease written by [`lease_run`], as the runner is told it.
+type Lease = Option<String>;
+
+/// The lease (floor.js `leaseRun`): one conditional update (the run is still unleased), its row read
+/// back; the answer a runner gets, `{"taskId","leaseEpoch"}`, or `None` when it was leased already.
+async fn lease_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Failed> {
+    ensure_tables(db).await?;
+    let stmt = prep(
+        db,
+        "UPDATE floor_run SET runner = ?2, epoch = epoch + 1 WHERE id = ?1 AND runner IS NULL RETURNING id, epoch",
+        &[JsValue::from_str(id), JsValue::from_str(runner)],
+    )?;
+    let result = JsFuture::from(stmt.inner().all()?).await?;
+    let rows: js_sys::Array = js_sys::Reflect::get(&result, &"results".into())?.dyn_into()?;
+    let row = rows.get(0);
+    if row.is_undefined() {
+        return Ok(None);
+    }
+    let task = js_sys::Reflect::get(&row, &"id".into())?
+        .as_string()
+        .unwrap_or_default();
+    let epoch = js_sys::Reflect::get(&row, &"epoch".into())?
+        .as_f64()
+        .unwrap_or(0.0);
+    Ok(Some(format!(
+        "{{\"type\":\"lease\",\"taskId\":\"{task}\",\"leaseEpoch\":{epoch}}}"
+    )))
+}
+
+/// One task queue (floor.js `FloorQueue`): waiting long-polls and ready sockets, first come first
+/// served.
 #[durable_object]
 pub struct FloorQueue {
-    #[allow(dead_code)]
     state: State,
-    #[allow(dead_code)]
     env: Env,
+    polls: RefCell<VecDeque<oneshot::Sender<Lease>>>,
+    ready: RefCell<VecDeque<WebSocket>>,
 }
 
 impl DurableObject for FloorQueue {
     fn new(state: State, env: Env) -> Self {
-        Self { state, env }
+        Self {
+            state,
+            env,
+            polls: RefCell::new(VecDeque::new()),
+            ready: RefCell::new(VecDeque::new()),
+        }
     }
 
-    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
-        Ok(text(404, "no such part"))
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        match req.path().as_str() {
+            "/queue-connect" => {
+                let pair = WebSocketPair::new()?;
+                self.state.accept_web_socket(&pair.server);
+                Response::from_websocket(pair.client)
+            }
+            "/queue-waiting" => Ok(text(
+                200,
+                &format!(
+                    "{{\"waiting\":{},\"sockets\":{}}}",
+                    self.polls.borrow().len(),
+                    self.ready.borrow().len()
+                ),
+            )),
+            _ => Ok(text(404, "no such part")),
+        }
+    }
+
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        msg: WebSocketIncomingMessage,
+    ) -> worker::Result<()> {
+        if matches!(&msg, WebSocketIncomingMessage::String(t) if t == "ready") {
+            self.ready.borrow_mut().push_back(ws.clone());
+            ws.send_with_str("waiting")?;
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        _code: usize,
+        _reason: String,
+        _clean: bool,
+    ) -> worker::Result<()> {
+        self.ready.borrow_mut().retain(|w| *w != ws);
+        Ok(())
     }
 }
 
 #[wasm_bindgen]
 impl FloorQueue {
+    /// One part, by RPC: a long-poll's wait (the lease written for it, or null after 20 s), an offer
+    /// of a new run (null).
     #[wasm_bindgen(js_name = call)]
     pub async fn call(
         &self,
         part: String,
         _key: Option<String>,
-        _id: Option<String>,
+        id: Option<String>,
     ) -> Result<JsValue, JsValue> {
         match part.as_str() {
-            "/offer" => Ok(JsValue::NULL),
+            "/poll" => {
+                let (tx, rx) = oneshot::channel();
+                self.polls.borrow_mut().push_back(tx);
+                let timeout = worker::Delay::from(std::time::Duration::from_secs(20));
+                match select(rx, timeout).await {
+                    Either::Left((Ok(Some(lease)), _)) => Ok(JsValue::from_str(&lease)),
+                    _ => Ok(JsValue::NULL),
+                }
+            }
+            "/offer" => {
+                let id = id.unwrap_or_default();
+                let db = self.env.d1("DB")?;
+                // As ours: the queue object writes a long-poll's lease and answers its wait with it.
+                let poll = self.polls.borrow_mut().pop_front();
+                if let Some(poll) = poll {
+                    let _ = poll.send(lease_run(&db, &id, "floor-poll").await?);
+                    return Ok(JsValue::NULL);
+                }
+                let ws = self.ready.borrow_mut().pop_front();
+                if let Some(ws) = ws {
+                    if let Some(lease) = lease_run(&db, &id, "floor-socket").await? {
+                        ws.send_with_str(lease)?;
+                    }
+                }
+                Ok(JsValue::NULL)
+            }
             _ => Err(JsValue::from_str("no such part")),
         }
     }
