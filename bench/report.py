@@ -193,14 +193,16 @@ def targets_section(by):
                             "ours by the median; its rounds fall on both sides of 10%")
     # Where the run has the floor through the Rust binding, it is the design's floor the target is judged against (the
     # product's shape fixes the binding); the overhead above the JavaScript floor, and the binding's share of it, beside.
-    def overhead(rows, key, rs_side, js_side, **match):
-        """(judged overhead, its CPU's, the floor column's text): against the Rust floor when the rows have it."""
-        o_js, cpu_js = paired(rows, key, "ours", js_side, **match), paired(rows, "cpu_" + key, "ours", js_side, **match)
+    def overhead(rows, key, rs_side, js_side, like_for_like=True, **match):
+        """(judged overhead, its CPU's, the floor column's text): against the Rust floor when the rows have it. The CPU's
+        only where both sides do the same work (`like_for_like`)."""
+        cpu_of = lambda side: paired(rows, "cpu_" + key, "ours", side, **match) if like_for_like else None
+        o_js, cpu_js = paired(rows, key, "ours", js_side, **match), cpu_of(js_side)
         o_rs = paired(rows, key, "ours", rs_side, **match)
         if not o_rs:
             return o_js, cpu_js, "–"
         binding = paired(rows, key, rs_side, js_side, **match)
-        return (o_rs, paired(rows, "cpu_" + key, "ours", rs_side, **match),
+        return (o_rs, cpu_of(rs_side),
                 f"the Rust floor; above the JavaScript floor ours is {o_js and over_text(o_js, cpu_js)}, of which the "
                 f"binding (the Rust floor over the JavaScript one) {binding and over_text(binding, None)}")
 
@@ -212,9 +214,8 @@ def targets_section(by):
     # `overhead` finds a figure's CPU under "cpu_" + its key.
     bp = [dict(r, cpu_p50_ms=r.get("cpu_ms_per_op")) for r in by.get("beside-floor-paths", []) if "side" in r]
     for path, name in INTERLEAVED_PATHS:
-        o, cpu, against = overhead(bp, "p50_ms", RS_PATH_SIDE, "floor", path=path)
         # A hand-over's CPU is not like for like (section 10: ours also finishes each run).
-        cpu = cpu if path in ("contention", "append") else None
+        o, cpu, against = overhead(bp, "p50_ms", RS_PATH_SIDE, "floor", path in ("contention", "append"), path=path)
         add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu), against,
             o and o[0] <= 10, None, over_stops(o))
 
