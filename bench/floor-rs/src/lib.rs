@@ -5,6 +5,12 @@
 //! unconfirmed). No logic of ours: what separates the JavaScript floor from this one is the price of
 //! the binding (the boundary crossings, the futures executor); what separates this one from the
 //! product is the product's own code. Bench only, never deployed (`scripts/bench`).
+//!
+//! It has the parts `scripts/bench` sets beside ours (`sema-bench beside-floor`, `beside-floor-paths`):
+//! `/claim`, `/schema-alarm(-queue)`, `/cancel`, `/append` with `/sse`, `/do-d1-storage` (the run an
+//! append writes to), `/admit-dispatch` with `/poll`, `/queue-connect` and `/queue-waiting`. The
+//! JavaScript floor's other parts (`/d1`, `/do`, `/do-storage`, `/tell`, `/admit-reserve`, ...) are
+//! measured in JavaScript only; here they answer 404.
 #![cfg(target_arch = "wasm32")]
 
 mod parts;
@@ -29,7 +35,7 @@ pub use parts::{FloorDo, FloorQueue};
 
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    Ok(parts::route(req, env)
+    parts::route(req, env)
         .await
-        .unwrap_or_else(|e| parts::text(500, &format!("{e:?}"))))
+        .or_else(|e| parts::text(500, &format!("{e:?}")))
 }

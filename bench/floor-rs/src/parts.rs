@@ -19,12 +19,12 @@ use worker::{
 type Failed = JsValue;
 
 /// A response of `status` with a JSON (or plain) `body`.
-pub fn text(status: u16, body: &str) -> Response {
+pub fn text(status: u16, body: &str) -> worker::Result<Response> {
     let headers = Headers::new();
-    let _ = headers.set("content-type", "application/json");
-    Response::ok(body)
-        .map(|r| r.with_status(status).with_headers(headers))
-        .unwrap_or_else(|_| Response::empty().expect("an empty response"))
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(body)?
+        .with_status(status)
+        .with_headers(headers))
 }
 
 /// The value of query parameter `name` in `url` (the bench's names and ids need no decoding).
@@ -51,33 +51,30 @@ async fn call(
     id: Option<&str>,
     q: Option<&str>,
 ) -> Result<String, Failed> {
-    let opt = |v: Option<&str>| v.map_or(JsValue::NULL, JsValue::from_str);
-    let answer = JsFuture::from(rpc.call(part, &opt(id), &opt(q))?).await?;
+    let answer = JsFuture::from(rpc.call(part, &opt_str(id), &opt_str(q))?).await?;
     answer
         .as_string()
         .ok_or_else(|| JsValue::from_str("an answer that is not text"))
 }
 
-fn answer(framed: &str) -> Response {
+/// The response of an RPC part's `"SSS body"`.
+fn answer(framed: &str) -> worker::Result<Response> {
     let (status, body) = framed.split_at(3.min(framed.len()));
-    let status = status.parse().unwrap_or(500);
-    if status == 204 {
-        return Response::empty()
-            .map(|r| r.with_status(204))
-            .unwrap_or_else(|_| text(500, ""));
+    match status.parse().unwrap_or(500) {
+        204 => Ok(Response::empty()?.with_status(204)),
+        status => text(status, body.trim_start()),
     }
-    text(status, body.trim_start())
 }
 
 pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> {
     let url = req.url();
-    let path = worker_path(&url);
+    let path = path_of(&url);
     if path == "/health" {
-        return Ok(text(200, "{\"ok\":true,\"service\":\"sema-floor-rs\"}"));
+        return Ok(text(200, "{\"ok\":true,\"service\":\"sema-floor-rs\"}")?);
     }
     if path == "/sse" {
         let Some(name) = param(&url, "o") else {
-            return Ok(text(400, "o= names the object"));
+            return Ok(text(400, "o= names the object")?);
         };
         let obj = env.durable_object("FLOOR")?.get_by_name(name)?;
         return Ok(obj.fetch_with_request(Request::from(req)).await?);
@@ -85,27 +82,27 @@ pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> 
     let q = param(&url, "q");
     if path == "/queue-connect" || path == "/queue-waiting" {
         let Some(q) = q else {
-            return Ok(text(400, "q= names the queue"));
+            return Ok(text(400, "q= names the queue")?);
         };
         let queue = env.durable_object("FLOOR_QUEUE")?.get_by_name(q)?;
         return Ok(queue.fetch_with_request(Request::from(req)).await?);
     }
     if req.method() != "POST" {
-        return Ok(text(405, "POST only"));
+        return Ok(text(405, "POST only")?);
     }
     if path == "/poll" {
         let Some(q) = q else {
-            return Ok(text(400, "q= names the queue"));
+            return Ok(text(400, "q= names the queue")?);
         };
         let queue = stub(&env, "FLOOR_QUEUE", q)?;
         let lease = JsFuture::from(queue.call("/poll", &JsValue::NULL, &JsValue::NULL)?).await?;
         return Ok(match lease.as_string() {
-            Some(lease) => text(200, &lease),
+            Some(lease) => text(200, &lease)?,
             None => Response::empty()?.with_status(204),
         });
     }
     let Some(name) = param(&url, "o") else {
-        return Ok(text(400, "o= names the object"));
+        return Ok(text(400, "o= names the object")?);
     };
     let id = param(&url, "id");
     if path == "/cancel" {
@@ -117,10 +114,11 @@ pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> 
         JsFuture::from(stmt.inner().first(None)?).await?;
     }
     let framed = call(&stub(&env, "FLOOR", name)?, path, id, q).await?;
-    Ok(answer(&framed))
+    Ok(answer(&framed)?)
 }
 
-fn worker_path(url: &str) -> &str {
+/// The path of a request's URL text (the runtime's serialisation: scheme, host, path, query).
+fn path_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let path = rest.find('/').map_or("/", |i| &rest[i..]);
     path.split(['?', '#']).next().unwrap_or(path)
@@ -316,8 +314,9 @@ impl DurableObject for FloorDo {
 }
 
 impl FloorDo {
-    /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
-    async fn remember(&self) -> Result<(), Failed> {
+    /// Writes `state` to storage without waiting for the disk (`allowUnconfirmed`, which worker's
+    /// `Storage::put` has no option for: the runtime's own `put`, as the product calls it).
+    async fn put_unconfirmed(&self, state: &str) -> Result<(), Failed> {
         let storage = self
             .storage
             .as_ref()
@@ -325,13 +324,14 @@ impl FloorDo {
         let options = js_sys::Object::new();
         js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())?;
         let put: js_sys::Function = js_sys::Reflect::get(storage, &"put".into())?.dyn_into()?;
-        let promise = put.call3(
-            storage,
-            &"state".into(),
-            &"{\"claim\":\"x\"}".into(),
-            &options,
-        )?;
+        let promise = put.call3(storage, &"state".into(), &state.into(), &options)?;
         JsFuture::from(js_sys::Promise::from(promise)).await?;
+        Ok(())
+    }
+
+    /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
+    async fn remember(&self) -> Result<(), Failed> {
+        self.put_unconfirmed("{\"claim\":\"x\"}").await?;
         let alarm = SetAlarmOptions {
             allow_unconfirmed: Some(true),
             ..Default::default()
@@ -396,21 +396,7 @@ impl FloorDo {
             }
             "/cancel" => {
                 cancel_batch(&self.env.d1("DB")?, &id).await?;
-                let storage = self
-                    .storage
-                    .as_ref()
-                    .ok_or_else(|| JsValue::from_str("no storage"))?;
-                let options = js_sys::Object::new();
-                js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())?;
-                let put: js_sys::Function =
-                    js_sys::Reflect::get(storage, &"put".into())?.dyn_into()?;
-                let promise = put.call3(
-                    storage,
-                    &"state".into(),
-                    &"{\"claim\":null}".into(),
-                    &options,
-                )?;
-                JsFuture::from(js_sys::Promise::from(promise)).await?;
+                self.put_unconfirmed("{\"claim\":null}").await?;
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/schema-alarm" | "/schema-alarm-queue" => {
@@ -497,15 +483,15 @@ impl DurableObject for FloorQueue {
                 self.state.accept_web_socket(&pair.server);
                 Response::from_websocket(pair.client)
             }
-            "/queue-waiting" => Ok(text(
+            "/queue-waiting" => text(
                 200,
                 &format!(
                     "{{\"waiting\":{},\"sockets\":{}}}",
                     self.polls.borrow().len(),
                     self.ready.borrow().len()
                 ),
-            )),
-            _ => Ok(text(404, "no such part")),
+            ),
+            _ => text(404, "no such part"),
         }
     }
 
