@@ -193,10 +193,10 @@ def targets_section(by):
                             "ours by the median; its rounds fall on both sides of 10%")
     # Where the run has the floor through the Rust binding, it is the design's floor the target is judged against (the
     # product's shape fixes the binding); the overhead above the JavaScript floor, and the binding's share of it, beside.
-    def overhead(rows, key, rs_side, js_side, like_for_like=True, **match):
+    def overhead(rows, key, cpu_key, rs_side, js_side, **match):
         """(judged overhead, its CPU's, the floor column's text): against the Rust floor when the rows have it. The CPU's
-        only where both sides do the same work (`like_for_like`)."""
-        cpu_of = lambda side: paired(rows, "cpu_" + key, "ours", side, **match) if like_for_like else None
+        (`cpu_key`) only where both sides do the same work, else None."""
+        cpu_of = lambda side: cpu_key and paired(rows, cpu_key, "ours", side, **match)
         o_js, cpu_js = paired(rows, key, "ours", js_side, **match), cpu_of(js_side)
         o_rs = paired(rows, key, "ours", rs_side, **match)
         if not o_rs:
@@ -208,14 +208,15 @@ def targets_section(by):
 
     bf = [dict(r, ms_per_admission=1000 / r["per_s"]) for r in by.get("beside-floor", []) if "side" in r and r.get("per_s")]
     for c in sorted({r["concurrency"] for r in bf}) or [None]:
-        o, cpu, against = overhead(bf, "ms_per_admission", RS_FLOOR, DESIGN_FLOOR, concurrency=c) if c else (None,) * 3
+        o, cpu, against = (overhead(bf, "ms_per_admission", "cpu_ms_per_admission", RS_FLOOR, DESIGN_FLOOR, concurrency=c)
+                           if c else (None,) * 3)
         add("overhead ≤ 10% above the floor: admission" + (f", c={c}" if c else ""), o and over_text(o, cpu),
             against or "–", o and o[0] <= 10, None, over_stops(o))
-    # `overhead` finds a figure's CPU under "cpu_" + its key.
-    bp = [dict(r, cpu_p50_ms=r.get("cpu_ms_per_op")) for r in by.get("beside-floor-paths", []) if "side" in r]
+    bp = [r for r in by.get("beside-floor-paths", []) if "side" in r]
     for path, name in INTERLEAVED_PATHS:
         # A hand-over's CPU is not like for like (section 10: ours also finishes each run).
-        o, cpu, against = overhead(bp, "p50_ms", RS_PATH_SIDE, "floor", path in ("contention", "append"), path=path)
+        cpu_key = "cpu_ms_per_op" if path in ("contention", "append") else None
+        o, cpu, against = overhead(bp, "p50_ms", cpu_key, RS_PATH_SIDE, "floor", path=path)
         add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu), against,
             o and o[0] <= 10, None, over_stops(o))
 

@@ -4,6 +4,7 @@
 use crate::FloorRpc;
 use futures_channel::{mpsc, oneshot};
 use futures_util::future::{select, Either};
+use sema_core::list::{path_of, query_of};
 use std::{
     cell::{Cell, RefCell},
     collections::VecDeque,
@@ -29,8 +30,7 @@ pub fn text(status: u16, body: &str) -> worker::Result<Response> {
 
 /// The value of query parameter `name` in `url` (the bench's names and ids need no decoding).
 fn param<'a>(url: &'a str, name: &str) -> Option<&'a str> {
-    let query = url.split_once('?')?.1;
-    query
+    query_of(url)
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == name)
@@ -115,13 +115,6 @@ pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> 
     }
     let framed = call(&stub(&env, "FLOOR", name)?, path, id, q).await?;
     Ok(answer(&framed)?)
-}
-
-/// The path of a request's URL text (the runtime's serialisation: scheme, host, path, query).
-fn path_of(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.find('/').map_or("/", |i| &rest[i..]);
-    path.split(['?', '#']).next().unwrap_or(path)
 }
 
 fn opt_str(v: Option<&str>) -> JsValue {
