@@ -217,7 +217,7 @@ impl DispatchDo {
     ) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
         self.wake();
         let cx = Cx::new(self.env.clone());
-        let reply = match sema_core::json::from_text::<DispatchCall>(&call) {
+        let reply = match sema_core::object_codec::decode::<DispatchCall>(&call) {
             Ok(call) => self.dispatch(&cx, call).await,
             Err(e) => Err(Failure::Infra(format!("dispatch call: {e}"))),
         }
@@ -780,9 +780,9 @@ pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchR
         .get_by_name(&dispatch::object_name(queue))?;
     let called = stub
         .into_rpc::<DispatchRpc>()
-        .dispatch_call(&serde_json::to_string(call)?);
+        .dispatch_call(&sema_core::object_codec::encode(call));
     let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
-    Ok(sema_core::json::from_text(&reply)?)
+    Ok(sema_core::object_codec::decode(&reply)?)
 }
 
 #[wasm_bindgen::prelude::wasm_bindgen]

@@ -53,6 +53,12 @@ impl From<DbError> for Failure {
     }
 }
 
+impl From<sema_core::object_codec::Malformed> for Failure {
+    fn from(e: sema_core::object_codec::Malformed) -> Self {
+        Self::Infra(e.to_string())
+    }
+}
+
 impl From<serde_json::Error> for Failure {
     fn from(e: serde_json::Error) -> Self {
         Self::Infra(format!("json: {e}"))

@@ -1,10 +1,8 @@
-//! Reading the messages between the Worker and its objects: small JSON texts. worker's
-//! `Response::text` reads a body as a stream, chunk by chunk, each chunk a promise awaited
-//! through a Rust future, which a CPU profile of submit → lease put at about 6% of the
-//! Worker's isolate's busy time; here the runtime reads the whole body in one call. A call
-//! arriving at an object is read as text and parsed by serde_json, rather than by worker's
-//! `Request::json` (the runtime's parse, then a walk of the JS object field by field across the
-//! wasm boundary).
+//! Reading the messages between the Worker and its objects: small texts
+//! (`sema_core::object_codec`). worker's `Response::text` reads a body as a stream, chunk by
+//! chunk, each chunk a promise awaited through a Rust future, which a CPU profile of submit →
+//! lease put at about 6% of the Worker's isolate's busy time; here the runtime reads the whole body
+//! in one call.
 
 use wasm_bindgen::JsCast;
 use worker::{wasm_bindgen_futures::JsFuture, web_sys, Request, Response};
@@ -18,13 +16,14 @@ pub async fn text(resp: Response) -> worker::Result<String> {
         .map_err(|_| worker::Error::RustError("an object's reply is not text".into()))
 }
 
-/// The call an object received in `req`: its body, as JSON.
-pub async fn call<T: serde::de::DeserializeOwned>(req: &mut Request) -> worker::Result<T> {
-    Ok(sema_core::json::from_text(&req.text().await?)?)
+/// The call an object received in `req`: its body, read as [`sema_core::object_codec`]'s text.
+pub async fn call<T: sema_core::object_codec::Codec>(req: &mut Request) -> worker::Result<T> {
+    sema_core::object_codec::decode(&req.text().await?)
+        .map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
 /// What an object's RPC method answered (`sema_core::object_rpc`): its meter line is charged to
-/// `meter`, and the reply's JSON returned. `called` is the method's call: it throws when the stub
+/// `meter`, and the reply's text returned. `called` is the method's call: it throws when the stub
 /// cannot be called, and its promise rejects when the runtime failed the call.
 pub async fn rpc_answer(
     meter: &crate::d1::Meter,
@@ -49,14 +48,13 @@ pub async fn rpc_answer(
 }
 
 /// What an object's RPC method resolves to for `reply` (`sema_core::object_rpc::answer`, with the
-/// object's meter line); it rejects only when the reply cannot be written as JSON.
-pub fn rpc_reply<R: serde::Serialize>(
+/// object's meter line).
+pub fn rpc_reply<R: sema_core::object_codec::Codec>(
     meter: &crate::d1::Meter,
     reply: &R,
 ) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
-    let json = serde_json::to_string(reply)
-        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    let text = sema_core::object_codec::encode(reply);
     Ok(wasm_bindgen::JsValue::from_str(
-        &sema_core::object_rpc::answer(&meter.header(), &json),
+        &sema_core::object_rpc::answer(&meter.header(), &text),
     ))
 }

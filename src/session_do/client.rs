@@ -33,14 +33,14 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
         .env
         .durable_object(BINDING)?
         .get_by_name(object_name(session_id))?;
-    let body = serde_json::to_string(call)?;
+    let body = sema_core::object_codec::encode(call);
     if !call.may_stream() {
         let failpoint = cx.fail.forward().map_or(JsValue::NULL, JsValue::from_str);
         let called = stub
             .into_rpc::<SessionRpc>()
             .session_call(&body, &failpoint);
         let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
-        return Ok(Answer::Reply(sema_core::json::from_text(&reply)?));
+        return Ok(Answer::Reply(sema_core::object_codec::decode(&reply)?));
     }
     let headers = match cx.fail.forward() {
         Some(name) => {
@@ -59,7 +59,7 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
     }
     if resp.headers().has(REPLY_HEADER).unwrap_or(false) {
         let text = crate::object_reply::text(resp).await?;
-        return Ok(Answer::Reply(sema_core::json::from_text(&text)?));
+        return Ok(Answer::Reply(sema_core::object_codec::decode(&text)?));
     }
     Ok(Answer::Stream(resp))
 }

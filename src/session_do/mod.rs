@@ -125,10 +125,9 @@ impl DurableObject for SessionDo {
 
 /// The RPC entry of calls that never stream (`sema_core::session_protocol::RPC_METHOD`: the
 /// js_name below and the Worker's import in `client.rs` are that constant's text). Same dispatch
-/// as `fetch`, without a request or a response on either side: the call's JSON in, the framed
+/// as `fetch`, without a request or a response on either side: the call's text in, the framed
 /// reply out (`object_reply::rpc_reply`). Every failure is a reply (`Failed`), as over `fetch`;
-/// the promise rejects only when the runtime fails the call (or the reply could not be written as
-/// JSON).
+/// the promise rejects only when the runtime fails the call.
 #[wasm_bindgen::prelude::wasm_bindgen]
 impl SessionDo {
     #[wasm_bindgen(js_name = sessionCall)]
@@ -138,7 +137,7 @@ impl SessionDo {
         failpoint: Option<String>,
     ) -> Result<wasm_bindgen::JsValue, wasm_bindgen::JsValue> {
         let cx = Cx::new(self.env.clone()).armed_with(failpoint);
-        let reply = match sema_core::json::from_text::<SessionCall>(&call) {
+        let reply = match sema_core::object_codec::decode::<SessionCall>(&call) {
             Ok(call) => match self.dispatch(&cx, call).await {
                 Ok(Outcome::Reply(reply)) => reply,
                 Ok(Outcome::Stream(_)) => {
@@ -153,9 +152,9 @@ impl SessionDo {
 }
 
 fn reply_response(reply: &SessionReply) -> worker::Result<Response> {
-    let body = serde_json::to_string(reply).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let body = sema_core::object_codec::encode(reply);
     let headers = Headers::new();
-    let _ = headers.set("content-type", "application/json");
+    let _ = headers.set("content-type", "text/plain; charset=utf-8");
     let _ = headers.set(REPLY_HEADER, "1");
     Ok(Response::ok(body)?.with_headers(headers))
 }

@@ -64,10 +64,9 @@ pub struct Ready {
     pub task_id: String,
 }
 
-/// A call from the Worker to a queue's dispatcher; externally tagged, as
-/// [`crate::session_protocol::SessionCall`] is (internal, parsed without buffering).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// A call from the Worker to a queue's dispatcher, written in [`crate::object_codec`]'s text, as
+/// [`crate::session_protocol::SessionCall`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DispatchCall {
     /// A runner waits up to `wait_ms` for a run of `queue` (the object's own queue).
     Wait {
@@ -81,9 +80,8 @@ pub enum DispatchCall {
     Stats,
 }
 
-/// The dispatcher's answer; tagged as [`DispatchCall`] is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// The dispatcher's answer, written as [`DispatchCall`] is.
+#[derive(Debug, Clone, PartialEq)]
 pub enum DispatchReply {
     /// The lease the dispatcher wrote for this runner (the fenced compare-and-set), as the lease
     /// route answers it ([`lease_body`]); its D1 cost is in the reply's meter line.
@@ -102,7 +100,6 @@ pub enum DispatchReply {
         offered: usize,
         cold: bool,
         /// Runner WebSockets the dispatcher holds (ready or busy).
-        #[serde(default)]
         sockets: usize,
     },
     Refused(ApiError),
@@ -110,6 +107,22 @@ pub enum DispatchReply {
         cause: String,
     },
 }
+
+// The messages' text (`object_codec`): each variant keeps its number, and each field its place.
+crate::codec_enum!(DispatchCall {
+    0 => Wait { queue, runner_id, wait_ms },
+    1 => Notify { queue, runs },
+    2 => Stats,
+});
+crate::codec_enum!(DispatchReply {
+    0 => Leased { body },
+    1 => Empty,
+    2 => Noted { handed },
+    3 => Stats { waiters, backlog, offered, cold, sockets },
+    4 => Refused(error),
+    5 => Failed { cause },
+});
+crate::codec_struct!(Ready { since, task_id });
 
 /// The runs a dispatcher knows to be leasable, oldest first, bounded, with whether D1 may hold more.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -510,15 +523,18 @@ mod tests {
             },
             DispatchCall::Stats,
         ] {
-            let text = serde_json::to_string(&call).unwrap();
-            assert_eq!(crate::json::from_text::<DispatchCall>(&text).unwrap(), call);
+            let text = crate::object_codec::encode(&call);
+            assert_eq!(
+                crate::object_codec::decode::<DispatchCall>(&text).unwrap(),
+                call
+            );
         }
         let reply = DispatchReply::Leased {
             body: "{\"taskId\":\"t\"}".into(),
         };
-        let text = serde_json::to_string(&reply).unwrap();
+        let text = crate::object_codec::encode(&reply);
         assert_eq!(
-            crate::json::from_text::<DispatchReply>(&text).unwrap(),
+            crate::object_codec::decode::<DispatchReply>(&text).unwrap(),
             reply
         );
     }

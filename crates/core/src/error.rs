@@ -409,6 +409,26 @@ impl Serialize for ApiError {
     }
 }
 
+/// Between the Worker and its objects (`object_codec`): the code, the message, the details.
+impl crate::object_codec::Codec for ApiError {
+    fn put(&self, out: &mut String) {
+        crate::object_codec::put_str(self.code(), out);
+        self.message.put(out);
+        self.details.put(out);
+    }
+    fn take(
+        r: &mut crate::object_codec::Reader<'_>,
+    ) -> Result<Self, crate::object_codec::Malformed> {
+        let code = String::take(r)?;
+        let kind = ErrorCode::from_code(&code).ok_or_else(|| r.unknown_variant())?;
+        Ok(Self {
+            kind,
+            message: String::take(r)?,
+            details: Vec::take(r)?,
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for ApiError {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = ApiErrorWire::deserialize(d)?;

@@ -1,12 +1,11 @@
 //! Typed reads of JSON text through one text parser.
 //!
 //! `serde_json::from_str::<T>` compiles serde_json's text parser once per type `T` it reads; across
-//! the objects' protocols, their replies and the state they store, those copies were about 200 KB of
-//! the Worker's wasm (about a seventh of it). [`from_text`] parses the text into a
-//! `serde_json::Value` (one parser for the whole program) and reads `T` from that tree, whose
-//! per-type code is a fraction of the size. The detour builds one tree per read: a few hundred bytes
-//! for most calls, replies and stored states; an append's or a finish's call can carry up to the
-//! 1 MiB body limit of event data, whose strings are copied out of the tree into the call.
+//! the objects' protocols (since written in `object_codec`'s text), their replies and the state they
+//! store, those copies were about 200 KB of the Worker's wasm (about a seventh of it). [`from_text`]
+//! parses the text into a `serde_json::Value` (one parser for the whole program) and reads `T` from
+//! that tree, whose per-type code is a fraction of the size. The detour builds one tree per read: a
+//! few hundred bytes for a stored state or a request body.
 //! Reads of many rows (D1's results) keep the direct parser. Duplicate keys in an object are taken
 //! as the last one rather than refused, so a configuration that must be strict (the token table)
 //! keeps `serde_json::from_str`.
@@ -317,14 +316,13 @@ impl<'a> VariantAccess<'a> for Variant<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session_protocol::SessionReply;
 
     #[test]
     fn unknown_variants_missing_fields_and_broken_text_are_errors_not_defaults() {
-        assert!(from_text::<SessionReply>(r#"{"no_such_reply":{}}"#).is_err());
-        let missing = from_text::<SessionReply>(r#"{"noted":{}}"#).unwrap_err();
-        assert!(missing.to_string().contains("claim_released"), "{missing}");
-        let broken = from_text::<SessionReply>(r#"{"noted":"#).unwrap_err();
+        assert!(from_text::<Shape>(r#"{"no_such_shape":{}}"#).is_err());
+        let missing = from_text::<Shape>(r#"{"named":{}}"#).unwrap_err();
+        assert!(missing.to_string().contains("inner"), "{missing}");
+        let broken = from_text::<Shape>(r#"{"named":"#).unwrap_err();
         assert!(broken.to_string().contains("line 1"), "{broken}");
     }
 

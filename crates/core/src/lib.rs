@@ -23,6 +23,7 @@ pub mod leader_drive;
 pub mod leader_wire;
 pub mod list;
 pub mod liveness;
+pub mod object_codec;
 pub mod object_rpc;
 pub mod openapi;
 pub mod queue;

@@ -26,7 +26,7 @@ use crate::{
     runner_wire::LeaseHolder,
     status::{ParkStatus, TerminalStatus},
 };
-use serde::{Deserialize, Serialize};
+use crate::{codec_enum, codec_struct};
 
 /// The Worker's binding of the session object class.
 pub const BINDING: &str = "SESSION";
@@ -45,11 +45,9 @@ pub fn object_name(session_id: &str) -> &str {
     session_id
 }
 
-/// A call from the Worker to a session's object. Externally tagged (`{"admit":{..}}`, `"stats"`):
-/// an internal protocol both sides of one build share, in serde's one representation that parses
-/// without buffering the body first (a tag field inside the object would, and costs code size).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// A call from the Worker to a session's object, written in [`crate::object_codec`]'s text (an
+/// internal protocol both sides of one build share).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionCall {
     Admit(AdmitInput),
     /// Admit, then stream the run (`meta` first); a conflict becomes the stream's `done` frame.
@@ -83,14 +81,12 @@ pub enum SessionCall {
         task_id: String,
         holder: LeaseHolder,
         events: Vec<WireEvent>,
-        #[serde(default)]
         hinted: bool,
     },
     /// A runner's finish; `hinted` as for [`SessionCall::Append`].
     Finish {
         task_id: String,
         finish: WireFinish,
-        #[serde(default)]
         hinted: bool,
     },
     Steer {
@@ -150,7 +146,7 @@ pub enum SessionCall {
 }
 
 /// A park as the Worker forwards it (validated).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WirePark {
     pub holder: LeaseHolder,
     pub kind: String,
@@ -165,7 +161,7 @@ pub struct WirePark {
 }
 
 /// A decision as the Worker forwards it (validated for its path; ownership checked).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireDecide {
     pub path: DecidePath,
     /// The session id (approvals, wake) or task id (plan review, resume) the path names.
@@ -250,7 +246,7 @@ impl SessionCall {
 }
 
 /// An event as the Worker forwards it (validated).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireEvent {
     pub kind: String,
     /// JSON text.
@@ -259,7 +255,7 @@ pub struct WireEvent {
 }
 
 /// A finish as the Worker forwards it (validated).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireFinish {
     pub holder: LeaseHolder,
     pub status: TerminalStatus,
@@ -272,7 +268,7 @@ pub struct WireFinish {
 }
 
 /// The outcome of a cancel, as the object saw it after its batch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CancelReply {
     pub task_id: String,
     pub session_id: String,
@@ -282,9 +278,8 @@ pub struct CancelReply {
     pub claim_released: bool,
 }
 
-/// The object's answer to a call (every call but an opened stream); tagged as [`SessionCall`] is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// The object's answer to a call (every call but an opened stream), written as [`SessionCall`] is.
+#[derive(Debug, Clone, PartialEq)]
 pub enum SessionReply {
     /// Admitted, attached to the caller's own run, or an idempotency key's original answer.
     Admitted(Admission),
@@ -321,7 +316,6 @@ pub enum SessionReply {
         waiters: usize,
         streams: usize,
         claim: Option<String>,
-        #[serde(default)]
         cut_off: u64,
     },
     /// A run parked: its park word and the park event's seq.
@@ -372,6 +366,83 @@ pub enum SessionReply {
         cause: String,
     },
 }
+
+// The messages' text (`object_codec`): each variant keeps its number, and each field its place.
+codec_enum!(SessionCall {
+    0 => Admit(input),
+    1 => AdmitStream(input),
+    2 => AdmitWait { input, wait_ms },
+    3 => Cancel { task_id, session_id },
+    4 => Subscribe { task_id, after, replay },
+    5 => Wait { task_id, wait_ms },
+    6 => Append { task_id, holder, events, hinted },
+    7 => Finish { task_id, finish, hinted },
+    8 => Steer { task_id, message },
+    9 => RunEnded { task_id },
+    10 => Stats,
+    11 => Flush,
+    12 => Park { task_id, park },
+    13 => Decide { decide, wake },
+    14 => StartChild { leader_run_id, index, input },
+    15 => DeleteSession { session_id, owner, marker },
+    16 => IssueTicket { task_id, principal, role },
+    17 => CheckTicket { task_id, ticket, owner },
+});
+codec_enum!(SessionReply {
+    0 => Admitted(admission),
+    1 => Conflict(conflict),
+    2 => Cancelled(cancel),
+    3 => Appended { seqs, cancel_requested, steer_pending },
+    4 => Finished(run),
+    5 => SteerQueued { task_id, seq },
+    6 => Waited(run),
+    7 => Noted { claim_released },
+    8 => Flushed { written },
+    9 => Stats { waiters, streams, claim, cut_off },
+    10 => Parked { task_id, status, seq },
+    11 => Decided { task_id, session_id, kind, decision, status, woken },
+    12 => ChildStart { started, held },
+    13 => SessionDeleted { session_id, runs_deleted },
+    14 => Ticket { ticket, expires_at },
+    15 => TicketHolder { principal, role },
+    16 => Misrouted,
+    17 => Refused(error),
+    18 => Failed { cause },
+});
+codec_struct!(WirePark {
+    holder,
+    kind,
+    status,
+    card_json,
+    expires_in_sec,
+    approval_timeout_sec
+});
+codec_struct!(WireDecide {
+    path,
+    scope_id,
+    decision,
+    reason,
+    resolution_id
+});
+codec_struct!(WireEvent {
+    kind,
+    data,
+    event_id
+});
+codec_struct!(WireFinish {
+    holder,
+    status,
+    result,
+    error,
+    error_code,
+    done_json
+});
+codec_struct!(CancelReply {
+    task_id,
+    session_id,
+    run,
+    claim_released
+});
 
 #[cfg(test)]
 mod tests {
@@ -492,8 +563,8 @@ mod tests {
     #[test]
     fn every_call_survives_a_serialisation_round_trip() {
         for call in every_call() {
-            let text = serde_json::to_string(&call).unwrap();
-            let back: SessionCall = crate::json::from_text(&text).unwrap();
+            let text = crate::object_codec::encode(&call);
+            let back: SessionCall = crate::object_codec::decode(&text).unwrap();
             assert_eq!(back, call, "{text}");
         }
     }
@@ -503,30 +574,27 @@ mod tests {
         let policy: Vec<(&str, Lock)> = every_call()
             .iter()
             .map(|c| {
-                let v = serde_json::to_value(c).unwrap();
-                // A unit call is its name; any other, an object of one key, the name.
-                let op = match &v {
-                    serde_json::Value::String(name) => name.as_str(),
-                    v => v.as_object().unwrap().keys().next().unwrap().as_str(),
-                };
+                // The variant's name, as its `Debug` form begins.
+                let name = format!("{c:?}");
+                let op = name.split([' ', '(']).next().unwrap().to_owned();
                 (
-                    match op {
-                        "admit" => "admit",
-                        "admit_stream" => "admit_stream",
-                        "admit_wait" => "admit_wait",
-                        "cancel" => "cancel",
-                        "subscribe" => "subscribe",
-                        "wait" => "wait",
-                        "append" => "append",
-                        "finish" => "finish",
-                        "steer" => "steer",
-                        "run_ended" => "run_ended",
-                        "stats" => "stats",
-                        "flush" => "flush",
-                        "start_child" => "start_child",
-                        "delete_session" => "delete_session",
-                        "issue_ticket" => "issue_ticket",
-                        "check_ticket" => "check_ticket",
+                    match op.as_str() {
+                        "Admit" => "admit",
+                        "AdmitStream" => "admit_stream",
+                        "AdmitWait" => "admit_wait",
+                        "Cancel" => "cancel",
+                        "Subscribe" => "subscribe",
+                        "Wait" => "wait",
+                        "Append" => "append",
+                        "Finish" => "finish",
+                        "Steer" => "steer",
+                        "RunEnded" => "run_ended",
+                        "Stats" => "stats",
+                        "Flush" => "flush",
+                        "StartChild" => "start_child",
+                        "DeleteSession" => "delete_session",
+                        "IssueTicket" => "issue_ticket",
+                        "CheckTicket" => "check_ticket",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -632,8 +700,8 @@ mod tests {
             },
         ];
         for reply in replies {
-            let text = serde_json::to_string(&reply).unwrap();
-            let back: SessionReply = crate::json::from_text(&text).unwrap();
+            let text = crate::object_codec::encode(&reply);
+            let back: SessionReply = crate::object_codec::decode(&text).unwrap();
             assert_eq!(back, reply, "{text}");
         }
     }

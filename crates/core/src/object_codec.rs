@@ -1,0 +1,616 @@
+//! The text the Worker and its objects exchange: calls and replies of the session object
+//! ([`crate::session_protocol`]) and of the queue dispatcher ([`crate::dispatch`]).
+//!
+//! Both sides are one build (one script deploys the Worker and its object classes), so the messages
+//! need no field names, no escaping and no tolerance for shapes the other side never writes. A value
+//! is written field by field in its declared order:
+//! - an integer as its decimal digits and `;` (`-` first when negative);
+//! - a boolean as `t` or `f`;
+//! - a string as its UTF-8 length in bytes, `:`, then its bytes as they are;
+//! - an option as `n`, or `s` and the value;
+//! - a sequence as its length (an integer) and its items; a pair as its two values;
+//! - an enum as its variant's number (an integer) and the variant's fields.
+//!
+//! Reading is a cursor over the text: a string is one slice copied out, with no tree built and no
+//! escape undone. Against the JSON this replaced (serde's derived readers through a parsed tree and
+//! its writers), the module is smaller and each hop allocates less (docs/ARCHITECTURE.md, "Size
+//! and start"). A text that is not what the reader expects is [`Malformed`], naming what it expected
+//! and where; that is a build mismatch or a bug, never a caller's mistake, and the callers answer it
+//! as an infrastructure failure, as they did an unreadable JSON reply.
+
+use std::fmt;
+
+/// A message's text did not have the shape its reader expects: what was expected, at which byte
+/// of the message after its build stamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    pub expected: &'static str,
+    pub at: usize,
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an object message is malformed: expected {} at byte {}",
+            self.expected, self.at
+        )
+    }
+}
+
+impl std::error::Error for Malformed {}
+
+/// A value that travels between the Worker and its objects.
+pub trait Codec: Sized {
+    /// Appends the value's text to `out`.
+    fn put(&self, out: &mut String);
+    /// Reads one value from `r`, leaving the cursor after it.
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed>;
+}
+
+/// The build whose messages these are: `scripts/build` sets it to a digest of the core's sources
+/// (where every message and its layout are declared). Each message begins with it and `|`, so a
+/// Worker and an object of different builds, which meet for the moment a deploy swaps the code,
+/// refuse each other's messages ([`Malformed`]) instead of reading fields by the wrong layout.
+pub const BUILD: &str = match option_env!("SEMA_WIRE_BUILD") {
+    Some(id) => id,
+    None => "native",
+};
+
+/// The text of `value`, stamped with [`BUILD`].
+pub fn encode<T: Codec>(value: &T) -> String {
+    let mut out = String::with_capacity(128);
+    out.push_str(BUILD);
+    out.push('|');
+    value.put(&mut out);
+    out
+}
+
+/// The value `text` holds; the whole text must be that one value, stamped with [`BUILD`].
+pub fn decode<T: Codec>(text: &str) -> Result<T, Malformed> {
+    let body = text
+        .strip_prefix(BUILD)
+        .and_then(|rest| rest.strip_prefix('|'))
+        .ok_or(Malformed {
+            expected: "a message of this build",
+            at: 0,
+        })?;
+    let mut r = Reader { text: body, at: 0 };
+    let value = T::take(&mut r)?;
+    if r.at != body.len() {
+        return Err(r.malformed("the end of the message"));
+    }
+    Ok(value)
+}
+
+/// A cursor over a message's text.
+pub struct Reader<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn malformed(&self, expected: &'static str) -> Malformed {
+        Malformed {
+            expected,
+            at: self.at,
+        }
+    }
+
+    /// The next byte, consumed.
+    fn byte(&mut self, expected: &'static str) -> Result<u8, Malformed> {
+        let b = *self
+            .text
+            .as_bytes()
+            .get(self.at)
+            .ok_or(self.malformed(expected))?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    /// Decimal digits up to `end` (consumed), with a leading `-` when `signed`: the magnitude and
+    /// whether it was negative.
+    fn digits(&mut self, end: u8, signed: bool) -> Result<(u64, bool), Malformed> {
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let negative = signed && bytes.get(self.at) == Some(&b'-');
+        if negative {
+            self.at += 1;
+        }
+        let mut n: u64 = 0;
+        let first = self.at;
+        while let Some(&b) = bytes.get(self.at) {
+            if b == end {
+                break;
+            }
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                self.at = start;
+                return Err(self.malformed("an integer"));
+            }
+            n = n
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u64::from(d)))
+                .ok_or(Malformed {
+                    expected: "an integer in range",
+                    at: start,
+                })?;
+            self.at += 1;
+        }
+        if self.at == first || bytes.get(self.at) != Some(&end) {
+            self.at = start;
+            return Err(self.malformed("an integer and its terminator"));
+        }
+        self.at += 1;
+        Ok((n, negative))
+    }
+
+    fn unsigned(&mut self) -> Result<u64, Malformed> {
+        Ok(self.digits(b';', false)?.0)
+    }
+
+    /// The variant number of an enum.
+    pub fn variant(&mut self) -> Result<u64, Malformed> {
+        self.unsigned()
+    }
+
+    /// An error for an unknown variant number.
+    pub fn unknown_variant(&self) -> Malformed {
+        self.malformed("a known variant")
+    }
+}
+
+/// Appends `n`'s decimal digits and `end`.
+fn put_digits(mut n: u64, end: char, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+    out.push(end);
+}
+
+impl Codec for u64 {
+    fn put(&self, out: &mut String) {
+        put_digits(*self, ';', out);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        r.unsigned()
+    }
+}
+
+impl Codec for i64 {
+    fn put(&self, out: &mut String) {
+        if *self < 0 {
+            out.push('-');
+        }
+        self.unsigned_abs().put(out);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let at = r.at;
+        let (n, negative) = r.digits(b';', true)?;
+        let out_of_range = Malformed {
+            expected: "an i64",
+            at,
+        };
+        if negative {
+            0i64.checked_sub_unsigned(n).ok_or(out_of_range)
+        } else {
+            i64::try_from(n).map_err(|_| out_of_range)
+        }
+    }
+}
+
+/// Narrower unsigned integers, written as `u64`.
+macro_rules! codec_narrow {
+    ($($t:ty),*) => {$(
+        impl Codec for $t {
+            fn put(&self, out: &mut String) {
+                (*self as u64).put(out);
+            }
+            fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+                let at = r.at;
+                <$t>::try_from(r.unsigned()?).map_err(|_| Malformed { expected: stringify!($t), at })
+            }
+        }
+    )*};
+}
+codec_narrow!(u16, usize);
+
+impl Codec for bool {
+    fn put(&self, out: &mut String) {
+        out.push(if *self { 't' } else { 'f' });
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        match r.byte("a boolean")? {
+            b't' => Ok(true),
+            b'f' => Ok(false),
+            _ => {
+                r.at -= 1;
+                Err(r.malformed("a boolean"))
+            }
+        }
+    }
+}
+
+/// Appends `s` as a string is written (read back as a `String`).
+pub fn put_str(s: &str, out: &mut String) {
+    put_digits(s.len() as u64, ':', out);
+    out.push_str(s);
+}
+
+impl Codec for String {
+    fn put(&self, out: &mut String) {
+        put_str(self, out);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let (len, _) = r.digits(b':', false)?;
+        let start = r.at;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| start.checked_add(len))
+            .ok_or(r.malformed("a string's length"))?;
+        // `get` is `None` past the end and off a character boundary.
+        let s = r
+            .text
+            .get(start..end)
+            .ok_or(r.malformed("a string's bytes"))?;
+        r.at = end;
+        Ok(s.to_owned())
+    }
+}
+
+impl<T: Codec> Codec for Option<T> {
+    fn put(&self, out: &mut String) {
+        match self {
+            None => out.push('n'),
+            Some(v) => {
+                out.push('s');
+                v.put(out);
+            }
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        match r.byte("an option")? {
+            b'n' => Ok(None),
+            b's' => Ok(Some(T::take(r)?)),
+            _ => {
+                r.at -= 1;
+                Err(r.malformed("an option"))
+            }
+        }
+    }
+}
+
+impl<T: Codec> Codec for Vec<T> {
+    fn put(&self, out: &mut String) {
+        (self.len() as u64).put(out);
+        for item in self {
+            item.put(out);
+        }
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        let len = r.unsigned()?;
+        // Each item takes at least one byte: a length beyond what is left is malformed, and
+        // reserving for it is bounded by the text.
+        let left = (r.text.len() - r.at) as u64;
+        if len > left {
+            return Err(r.malformed("a sequence no longer than its text"));
+        }
+        let mut items = Vec::with_capacity(len as usize);
+        for _ in 0..len {
+            items.push(T::take(r)?);
+        }
+        Ok(items)
+    }
+}
+
+impl<A: Codec, B: Codec> Codec for (A, B) {
+    fn put(&self, out: &mut String) {
+        self.0.put(out);
+        self.1.put(out);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok((A::take(r)?, B::take(r)?))
+    }
+}
+
+impl<T: Codec> Codec for Box<T> {
+    fn put(&self, out: &mut String) {
+        (**self).put(out);
+    }
+    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
+        Ok(Box::new(T::take(r)?))
+    }
+}
+
+/// `Codec` for a struct with named fields, written in the order listed (every field, once).
+#[macro_export]
+macro_rules! codec_struct {
+    ($ty:ty { $($field:ident),* $(,)? }) => {
+        impl $crate::object_codec::Codec for $ty {
+            fn put(&self, out: &mut String) {
+                $( $crate::object_codec::Codec::put(&self.$field, out); )*
+            }
+            fn take(
+                r: &mut $crate::object_codec::Reader<'_>,
+            ) -> Result<Self, $crate::object_codec::Malformed> {
+                Ok(Self { $( $field: $crate::object_codec::Codec::take(r)?, )* })
+            }
+        }
+    };
+}
+
+/// `Codec` for an enum: each variant with its number, then its one tuple field or its named
+/// fields (or nothing). Numbers are the wire's: a variant keeps its number.
+#[macro_export]
+macro_rules! codec_enum {
+    ($ty:ty {
+        $( $n:literal => $var:ident $( ( $tup:ident ) )? $( { $($f:ident),* $(,)? } )? ),* $(,)?
+    }) => {
+        impl $crate::object_codec::Codec for $ty {
+            fn put(&self, out: &mut String) {
+                match self {
+                    $( Self::$var $( ($tup) )? $( { $($f),* } )? => {
+                        $crate::object_codec::Codec::put(&($n as u64), out);
+                        $( $crate::object_codec::Codec::put($tup, out); )?
+                        $( $( $crate::object_codec::Codec::put($f, out); )* )?
+                    } )*
+                }
+            }
+            fn take(
+                r: &mut $crate::object_codec::Reader<'_>,
+            ) -> Result<Self, $crate::object_codec::Malformed> {
+                Ok(match r.variant()? {
+                    $( $n => Self::$var
+                        $( ({ let $tup = $crate::object_codec::Codec::take(r)?; $tup }) )?
+                        $( { $($f: $crate::object_codec::Codec::take(r)?),* } )?, )*
+                    _ => return Err(r.unknown_variant()),
+                })
+            }
+        }
+    };
+}
+
+// The types the messages carry, defined elsewhere for their own roles (`ApiError`'s is in
+// `error.rs`, its fields being private); the messages themselves are in `session_protocol.rs` and
+// `dispatch.rs`.
+codec_struct!(crate::admission::AdmitInput {
+    session_id,
+    task_id,
+    client_task_id,
+    owner,
+    objective,
+    meta,
+    idempotency,
+    key_unread,
+    queue,
+});
+codec_struct!(crate::admission::Admission {
+    status,
+    body,
+    task_id,
+    replayed,
+    flush
+});
+codec_struct!(crate::conflict::Conflict {
+    error,
+    active_task_id,
+    active_task_status,
+    pending_gate
+});
+codec_struct!(crate::conflict::PendingGate { kind, decide_path });
+codec_struct!(crate::run::RunRow {
+    task_id,
+    session_id,
+    owner,
+    instance_id,
+    status,
+    objective_preview,
+    result,
+    error,
+    error_code,
+    held_by,
+    lease_epoch,
+    lease_acked,
+    cancel_requested,
+    heartbeat_at,
+    last_seq,
+    created_at,
+    updated_at,
+    queue,
+});
+codec_struct!(crate::runner_wire::LeaseHolder {
+    runner_id,
+    lease_epoch
+});
+codec_enum!(crate::status::ParkStatus {
+    0 => Suspended,
+    1 => NeedsReview,
+});
+codec_enum!(crate::status::TerminalStatus {
+    0 => Completed,
+    1 => Failed,
+    2 => Cancelled,
+    3 => Blocked,
+    4 => Timeout,
+});
+codec_enum!(crate::auth::Role {
+    0 => Client,
+    1 => Runner,
+    2 => Operator,
+});
+codec_enum!(crate::gate::Decision {
+    0 => Approve,
+    1 => Deny,
+    2 => Revise,
+    3 => Continue,
+    4 => Stop,
+    5 => Wake,
+});
+codec_enum!(crate::gate::DecidePath {
+    0 => Approvals,
+    1 => PlanReview,
+    2 => Resume,
+    3 => Wake,
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `v`'s text after the build's stamp, having checked that it reads back as `v`.
+    fn round<T: Codec + PartialEq + fmt::Debug>(v: T) -> String {
+        let text = encode(&v);
+        assert_eq!(decode::<T>(&text).unwrap(), v, "{text}");
+        text.strip_prefix(&msg("")).unwrap().to_owned()
+    }
+
+    /// `body` stamped as this build's message.
+    fn msg(body: &str) -> String {
+        format!("{BUILD}|{body}")
+    }
+
+    #[test]
+    fn scalars_are_written_as_documented_and_read_back() {
+        assert_eq!(round(0u64), "0;");
+        assert_eq!(round(u64::MAX), "18446744073709551615;");
+        assert_eq!(round(i64::MIN), "-9223372036854775808;");
+        assert_eq!(round(-7i64), "-7;");
+        assert_eq!(round(true), "t");
+        assert_eq!(round(String::from("a;b:é\n\"")), "8:a;b:é\n\"");
+        assert_eq!(round(String::new()), "0:");
+        assert_eq!(round(None::<String>), "n");
+        assert_eq!(round(Some(3u16)), "s3;");
+        assert_eq!(round(vec![(String::from("k"), 1i64)]), "1;1:k1;");
+        assert_eq!(round(Box::new(5usize)), "5;");
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct Pair {
+        name: String,
+        seq: i64,
+    }
+    codec_struct!(Pair { name, seq });
+
+    #[derive(Debug, PartialEq)]
+    enum Shape {
+        Unit,
+        One(Pair),
+        Named { a: bool, b: Option<String> },
+    }
+    codec_enum!(Shape {
+        0 => Unit,
+        1 => One(p),
+        2 => Named { a, b },
+    });
+
+    #[test]
+    fn structs_and_enums_are_their_fields_in_order() {
+        assert_eq!(round(Shape::Unit), "0;");
+        assert_eq!(
+            round(Shape::One(Pair {
+                name: "x".into(),
+                seq: 2
+            })),
+            "1;1:x2;"
+        );
+        assert_eq!(
+            round(Shape::Named {
+                a: false,
+                b: Some("yz".into())
+            }),
+            "2;fs2:yz"
+        );
+    }
+
+    #[test]
+    fn malformed_text_is_refused_with_where_it_went_wrong() {
+        assert_eq!(
+            decode::<Shape>(&msg("9;")).unwrap_err().expected,
+            "a known variant"
+        );
+        assert_eq!(
+            decode::<u64>(&msg("12")).unwrap_err().expected,
+            "an integer and its terminator"
+        );
+        assert_eq!(
+            decode::<u64>(&msg("1x;")).unwrap_err(),
+            Malformed {
+                expected: "an integer",
+                at: 0
+            }
+        );
+        assert_eq!(
+            decode::<u64>(&msg("99999999999999999999;"))
+                .unwrap_err()
+                .expected,
+            "an integer in range"
+        );
+        assert_eq!(
+            decode::<i64>(&msg("9223372036854775808;"))
+                .unwrap_err()
+                .expected,
+            "an i64"
+        );
+        assert_eq!(decode::<u16>(&msg("70000;")).unwrap_err().expected, "u16");
+        assert_eq!(
+            decode::<String>(&msg("5:abc")).unwrap_err().expected,
+            "a string's bytes"
+        );
+        // A length that cuts a character in two.
+        assert_eq!(
+            decode::<String>(&msg("1:é")).unwrap_err().expected,
+            "a string's bytes"
+        );
+        assert_eq!(decode::<bool>(&msg("x")).unwrap_err().expected, "a boolean");
+        assert_eq!(
+            decode::<Option<u64>>(&msg("")).unwrap_err().expected,
+            "an option"
+        );
+        assert_eq!(
+            decode::<u64>(&msg("1;2;")).unwrap_err().expected,
+            "the end of the message"
+        );
+        assert_eq!(
+            decode::<Vec<u64>>(&msg("1000;1;")).unwrap_err().expected,
+            "a sequence no longer than its text"
+        );
+        assert!(decode::<Pair>(&msg("1:x")).is_err());
+    }
+
+    #[test]
+    fn a_message_of_another_build_is_refused_whole() {
+        let text = encode(&7u64);
+        assert_eq!(decode::<u64>(&text), Ok(7));
+        for other in ["other|7;", "7;", "native7;", ""] {
+            assert_eq!(
+                decode::<u64>(other).unwrap_err(),
+                Malformed {
+                    expected: "a message of this build",
+                    at: 0
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn every_prefix_of_a_message_is_refused_and_never_panics() {
+        let text = encode(&Shape::Named {
+            a: true,
+            b: Some("héllo".into()),
+        });
+        for end in 0..text.len() {
+            if let Some(prefix) = text.get(..end) {
+                assert!(decode::<Shape>(prefix).is_err(), "{prefix:?}");
+            }
+        }
+    }
+}
