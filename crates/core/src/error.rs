@@ -416,16 +416,17 @@ impl crate::object_codec::Codec for ApiError {
         self.message.put(out);
         self.details.put(out);
     }
-    fn take(
-        r: &mut crate::object_codec::Reader<'_>,
-    ) -> Result<Self, crate::object_codec::Malformed> {
-        let code = String::take(r)?;
-        let kind = ErrorCode::from_code(&code).ok_or_else(|| r.unknown_variant())?;
-        Ok(Self {
+    fn take(r: &mut crate::object_codec::Reader<'_>) -> Self {
+        let code = String::take(r);
+        let kind = ErrorCode::from_code(&code).unwrap_or_else(|| {
+            r.fail("a known error code");
+            ErrorCode::InvalidRequest
+        });
+        Self {
             kind,
-            message: String::take(r)?,
-            details: Vec::take(r)?,
-        })
+            message: String::take(r),
+            details: Vec::take(r),
+        }
     }
 }
 

@@ -41,11 +41,16 @@ impl fmt::Display for Malformed {
 impl std::error::Error for Malformed {}
 
 /// A value that travels between the Worker and its objects.
+///
+/// Reading never stops early: the first misfit is recorded in the [`Reader`] and every later read
+/// returns a placeholder (an empty string, zero, `None`, an enum's variant 0), so a struct's reader is
+/// its fields' reads in a row, with no exit that must drop the fields read before it (code the
+/// module would carry for every field of every message). [`decode`] then refuses the message whole.
 pub trait Codec: Sized {
     /// Appends the value's text to `out`.
     fn put(&self, out: &mut String);
-    /// Reads one value from `r`, leaving the cursor after it.
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed>;
+    /// Reads one value from `r`, leaving the cursor after it; after a misfit, a placeholder.
+    fn take(r: &mut Reader<'_>) -> Self;
 }
 
 /// The build whose messages these are: `scripts/build` sets it to a digest of the core's sources
@@ -75,88 +80,167 @@ pub fn decode<T: Codec>(text: &str) -> Result<T, Malformed> {
             expected: "a message of this build",
             at: 0,
         })?;
-    let mut r = Reader { text: body, at: 0 };
-    let value = T::take(&mut r)?;
-    if r.at != body.len() {
-        return Err(r.malformed("the end of the message"));
+    let mut r = Reader {
+        text: body,
+        at: 0,
+        misfit: None,
+    };
+    let value = T::take(&mut r);
+    if r.misfit.is_none() && r.at != body.len() {
+        r.fail("the end of the message");
     }
-    Ok(value)
+    match r.misfit {
+        None => Ok(value),
+        Some(m) => Err(m),
+    }
 }
 
-/// A cursor over a message's text.
+/// A cursor over a message's text, and the first misfit met in it.
 pub struct Reader<'a> {
     text: &'a str,
     at: usize,
+    misfit: Option<Malformed>,
 }
 
-impl<'a> Reader<'a> {
-    fn malformed(&self, expected: &'static str) -> Malformed {
-        Malformed {
-            expected,
-            at: self.at,
+impl Reader<'_> {
+    /// Records that `expected` was not found here (the first misfit is kept).
+    pub fn fail(&mut self, expected: &'static str) {
+        if self.misfit.is_none() {
+            self.misfit = Some(Malformed {
+                expected,
+                at: self.at,
+            });
         }
     }
 
-    /// The next byte, consumed.
-    fn byte(&mut self, expected: &'static str) -> Result<u8, Malformed> {
-        let b = *self
-            .text
-            .as_bytes()
-            .get(self.at)
-            .ok_or(self.malformed(expected))?;
+    /// Whether a misfit was met: every read from then on returns its placeholder.
+    pub fn failed(&self) -> bool {
+        self.misfit.is_some()
+    }
+
+    /// The next byte, consumed (`None` at the end or after a misfit).
+    fn byte(&mut self) -> Option<u8> {
+        if self.failed() {
+            return None;
+        }
+        let b = *self.text.as_bytes().get(self.at)?;
         self.at += 1;
-        Ok(b)
+        Some(b)
     }
 
     /// Decimal digits up to `end` (consumed), with a leading `-` when `signed`: the magnitude and
-    /// whether it was negative.
-    fn digits(&mut self, end: u8, signed: bool) -> Result<(u64, bool), Malformed> {
-        let start = self.at;
-        let bytes = self.text.as_bytes();
-        let negative = signed && bytes.get(self.at) == Some(&b'-');
-        if negative {
-            self.at += 1;
+    /// whether it was negative; `(0, false)` after a misfit.
+    fn digits(&mut self, end: u8, signed: bool) -> (u64, bool) {
+        if self.failed() {
+            return (0, false);
         }
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut at = start;
+        let negative = signed && bytes.get(at) == Some(&b'-');
+        if negative {
+            at += 1;
+        }
+        let first = at;
         let mut n: u64 = 0;
-        let first = self.at;
-        while let Some(&b) = bytes.get(self.at) {
+        while let Some(&b) = bytes.get(at) {
             if b == end {
                 break;
             }
             let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                self.at = start;
-                return Err(self.malformed("an integer"));
+            let next = n.checked_mul(10).and_then(|n| n.checked_add(u64::from(d)));
+            match next {
+                Some(next) if d <= 9 => n = next,
+                Some(_) => {
+                    self.fail("an integer");
+                    return (0, false);
+                }
+                None => {
+                    self.fail("an integer in range");
+                    return (0, false);
+                }
             }
-            n = n
-                .checked_mul(10)
-                .and_then(|n| n.checked_add(u64::from(d)))
-                .ok_or(Malformed {
-                    expected: "an integer in range",
-                    at: start,
-                })?;
-            self.at += 1;
+            at += 1;
         }
-        if self.at == first || bytes.get(self.at) != Some(&end) {
-            self.at = start;
-            return Err(self.malformed("an integer and its terminator"));
+        if at == first || bytes.get(at) != Some(&end) {
+            self.fail("an integer and its terminator");
+            return (0, false);
         }
-        self.at += 1;
-        Ok((n, negative))
+        self.at = at + 1;
+        (n, negative)
     }
 
-    fn unsigned(&mut self) -> Result<u64, Malformed> {
-        Ok(self.digits(b';', false)?.0)
+    /// The variant number of an enum (0 after a misfit).
+    pub fn variant(&mut self) -> u64 {
+        self.digits(b';', false).0
     }
+}
 
-    /// The variant number of an enum.
-    pub fn variant(&mut self) -> Result<u64, Malformed> {
-        self.unsigned()
+impl Codec for u64 {
+    fn put(&self, out: &mut String) {
+        put_digits(*self, ';', out);
     }
+    fn take(r: &mut Reader<'_>) -> Self {
+        r.digits(b';', false).0
+    }
+}
 
-    /// An error for an unknown variant number.
-    pub fn unknown_variant(&self) -> Malformed {
-        self.malformed("a known variant")
+impl Codec for i64 {
+    fn put(&self, out: &mut String) {
+        if *self < 0 {
+            out.push('-');
+        }
+        self.unsigned_abs().put(out);
+    }
+    fn take(r: &mut Reader<'_>) -> Self {
+        let at = r.at;
+        let (n, negative) = r.digits(b';', true);
+        let v = if negative {
+            0i64.checked_sub_unsigned(n)
+        } else {
+            i64::try_from(n).ok()
+        };
+        v.unwrap_or_else(|| {
+            r.at = at;
+            r.fail("an i64");
+            0
+        })
+    }
+}
+
+/// Narrower unsigned integers, written as `u64`.
+macro_rules! codec_narrow {
+    ($($t:ty),*) => {$(
+        impl Codec for $t {
+            fn put(&self, out: &mut String) {
+                (*self as u64).put(out);
+            }
+            fn take(r: &mut Reader<'_>) -> Self {
+                let at = r.at;
+                <$t>::try_from(u64::take(r)).unwrap_or_else(|_| {
+                    r.at = at;
+                    r.fail(stringify!($t));
+                    0
+                })
+            }
+        }
+    )*};
+}
+codec_narrow!(u16, usize);
+
+impl Codec for bool {
+    fn put(&self, out: &mut String) {
+        out.push(if *self { 't' } else { 'f' });
+    }
+    fn take(r: &mut Reader<'_>) -> Self {
+        match r.byte() {
+            Some(b't') => true,
+            Some(b'f') => false,
+            _ => {
+                r.fail("a boolean");
+                false
+            }
+        }
     }
 }
 
@@ -177,69 +261,6 @@ fn put_digits(mut n: u64, end: char, out: &mut String) {
     out.push(end);
 }
 
-impl Codec for u64 {
-    fn put(&self, out: &mut String) {
-        put_digits(*self, ';', out);
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        r.unsigned()
-    }
-}
-
-impl Codec for i64 {
-    fn put(&self, out: &mut String) {
-        if *self < 0 {
-            out.push('-');
-        }
-        self.unsigned_abs().put(out);
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let at = r.at;
-        let (n, negative) = r.digits(b';', true)?;
-        let out_of_range = Malformed {
-            expected: "an i64",
-            at,
-        };
-        if negative {
-            0i64.checked_sub_unsigned(n).ok_or(out_of_range)
-        } else {
-            i64::try_from(n).map_err(|_| out_of_range)
-        }
-    }
-}
-
-/// Narrower unsigned integers, written as `u64`.
-macro_rules! codec_narrow {
-    ($($t:ty),*) => {$(
-        impl Codec for $t {
-            fn put(&self, out: &mut String) {
-                (*self as u64).put(out);
-            }
-            fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-                let at = r.at;
-                <$t>::try_from(r.unsigned()?).map_err(|_| Malformed { expected: stringify!($t), at })
-            }
-        }
-    )*};
-}
-codec_narrow!(u16, usize);
-
-impl Codec for bool {
-    fn put(&self, out: &mut String) {
-        out.push(if *self { 't' } else { 'f' });
-    }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        match r.byte("a boolean")? {
-            b't' => Ok(true),
-            b'f' => Ok(false),
-            _ => {
-                r.at -= 1;
-                Err(r.malformed("a boolean"))
-            }
-        }
-    }
-}
-
 /// Appends `s` as a string is written (read back as a `String`).
 pub fn put_str(s: &str, out: &mut String) {
     put_digits(s.len() as u64, ':', out);
@@ -250,20 +271,27 @@ impl Codec for String {
     fn put(&self, out: &mut String) {
         put_str(self, out);
     }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let (len, _) = r.digits(b':', false)?;
+    fn take(r: &mut Reader<'_>) -> Self {
+        let (len, _) = r.digits(b':', false);
+        if r.failed() {
+            return String::new();
+        }
         let start = r.at;
-        let end = usize::try_from(len)
+        // `get` is `None` past the end and off a character boundary.
+        let s = usize::try_from(len)
             .ok()
             .and_then(|len| start.checked_add(len))
-            .ok_or(r.malformed("a string's length"))?;
-        // `get` is `None` past the end and off a character boundary.
-        let s = r
-            .text
-            .get(start..end)
-            .ok_or(r.malformed("a string's bytes"))?;
-        r.at = end;
-        Ok(s.to_owned())
+            .and_then(|end| r.text.get(start..end));
+        match s {
+            Some(s) => {
+                r.at = start + s.len();
+                s.to_owned()
+            }
+            None => {
+                r.fail("a string's bytes");
+                String::new()
+            }
+        }
     }
 }
 
@@ -277,13 +305,13 @@ impl<T: Codec> Codec for Option<T> {
             }
         }
     }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        match r.byte("an option")? {
-            b'n' => Ok(None),
-            b's' => Ok(Some(T::take(r)?)),
+    fn take(r: &mut Reader<'_>) -> Self {
+        match r.byte() {
+            Some(b'n') => None,
+            Some(b's') => Some(T::take(r)),
             _ => {
-                r.at -= 1;
-                Err(r.malformed("an option"))
+                r.fail("an option");
+                None
             }
         }
     }
@@ -296,19 +324,22 @@ impl<T: Codec> Codec for Vec<T> {
             item.put(out);
         }
     }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        let len = r.unsigned()?;
-        // Each item takes at least one byte: a length beyond what is left is malformed, and
+    fn take(r: &mut Reader<'_>) -> Self {
+        let len = u64::take(r);
+        // Each item takes at least one byte: a length beyond what is left is a misfit, and
         // reserving for it is bounded by the text.
-        let left = (r.text.len() - r.at) as u64;
-        if len > left {
-            return Err(r.malformed("a sequence no longer than its text"));
+        if len > (r.text.len() - r.at) as u64 {
+            r.fail("a sequence no longer than its text");
+            return Vec::new();
         }
         let mut items = Vec::with_capacity(len as usize);
         for _ in 0..len {
-            items.push(T::take(r)?);
+            if r.failed() {
+                break;
+            }
+            items.push(T::take(r));
         }
-        Ok(items)
+        items
     }
 }
 
@@ -317,8 +348,9 @@ impl<A: Codec, B: Codec> Codec for (A, B) {
         self.0.put(out);
         self.1.put(out);
     }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok((A::take(r)?, B::take(r)?))
+    fn take(r: &mut Reader<'_>) -> Self {
+        let a = A::take(r);
+        (a, B::take(r))
     }
 }
 
@@ -326,8 +358,8 @@ impl<T: Codec> Codec for Box<T> {
     fn put(&self, out: &mut String) {
         (**self).put(out);
     }
-    fn take(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(Box::new(T::take(r)?))
+    fn take(r: &mut Reader<'_>) -> Self {
+        Box::new(T::take(r))
     }
 }
 
@@ -339,22 +371,22 @@ macro_rules! codec_struct {
             fn put(&self, out: &mut String) {
                 $( $crate::object_codec::Codec::put(&self.$field, out); )*
             }
-            fn take(
-                r: &mut $crate::object_codec::Reader<'_>,
-            ) -> Result<Self, $crate::object_codec::Malformed> {
-                Ok(Self { $( $field: $crate::object_codec::Codec::take(r)?, )* })
+            fn take(r: &mut $crate::object_codec::Reader<'_>) -> Self {
+                Self { $( $field: $crate::object_codec::Codec::take(r), )* }
             }
         }
     };
 }
 
 /// `Codec` for an enum: each variant with its number, then its one tuple field or its named
-/// fields (or nothing). Numbers are the wire's: a variant keeps its number.
+/// fields (or nothing). Numbers are the wire's: a variant keeps its number. One variant must be
+/// numbered 0: after a misfit, it is the placeholder.
 #[macro_export]
 macro_rules! codec_enum {
     ($ty:ty {
         $( $n:literal => $var:ident $( ( $tup:ident ) )? $( { $($f:ident),* $(,)? } )? ),* $(,)?
     }) => {
+        const _: () = assert!($( $n == 0 )||*, "one variant must be numbered 0");
         impl $crate::object_codec::Codec for $ty {
             fn put(&self, out: &mut String) {
                 match self {
@@ -365,15 +397,17 @@ macro_rules! codec_enum {
                     } )*
                 }
             }
-            fn take(
-                r: &mut $crate::object_codec::Reader<'_>,
-            ) -> Result<Self, $crate::object_codec::Malformed> {
-                Ok(match r.variant()? {
+            fn take(r: &mut $crate::object_codec::Reader<'_>) -> Self {
+                match r.variant() {
                     $( $n => Self::$var
-                        $( ({ let $tup = $crate::object_codec::Codec::take(r)?; $tup }) )?
-                        $( { $($f: $crate::object_codec::Codec::take(r)?),* } )?, )*
-                    _ => return Err(r.unknown_variant()),
-                })
+                        $( ({ let $tup = $crate::object_codec::Codec::take(r); $tup }) )?
+                        $( { $($f: $crate::object_codec::Codec::take(r)),* } )?, )*
+                    _ => {
+                        r.fail("a known variant");
+                        // Failed, the reader answers variant 0 and every field's placeholder.
+                        Self::take(r)
+                    }
+                }
             }
         }
     };
