@@ -266,7 +266,7 @@ def targets_section(by):
     size = next(iter(by.get("size-start", [])), None)
     add("wasm ≤ 250 KB gzip", size and f"{fmt(size['wasm_gzip_bytes'])} B", "–",
         size and size["wasm_gzip_bytes"] <= 250_000, None,
-        "ours: the module's code (docs/ARCHITECTURE.md, \"Size and start\": serde's derived readers are the largest part)")
+        "ours: the module's code (docs/ARCHITECTURE.md, \"Size and start\": the Worker's and the core's own code, then the generics of `core` and `alloc`)")
     return [
         "## Issue 15's targets in this run",
         "",
