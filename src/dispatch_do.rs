@@ -205,9 +205,9 @@ impl DurableObject for DispatchDo {
 }
 
 /// The RPC entry of every call (`sema_core::dispatch::RPC_METHOD`: the js_name below and the
-/// import in [`call`] are that constant's text): the call's JSON in, the reply framed with the
-/// meter line out. Every failure is a reply (`Refused`, `Failed`); the promise rejects only when
-/// the runtime fails the call (or the reply could not be written as JSON).
+/// import in [`call`] are that constant's text): the call's text in (`object_codec`), the reply
+/// framed with the meter line out. Every failure is a reply (`Refused`, `Failed`); the promise
+/// rejects only when the runtime fails the call.
 #[wasm_bindgen::prelude::wasm_bindgen]
 impl DispatchDo {
     #[wasm_bindgen(js_name = dispatchCall)]

@@ -2,19 +2,19 @@
 //! one string, so the answer crosses the runtime's RPC and the wasm boundary once.
 //!
 //! An answer is the object's D1 meter line (what its share of the call cost, which the Worker adds
-//! to the calling request's), a newline, then the reply's JSON. The meter line never holds a
-//! newline: it is the Worker's own `round-trips=N; statements=N`.
+//! to the calling request's), a newline, then the reply's text (`object_codec`). The meter line
+//! never holds a newline: it is the Worker's own `round-trips=N; statements=N`.
 
-/// The answer text of a reply whose JSON is `reply_json`, the object's meter line `meter`.
-pub fn answer(meter: &str, reply_json: &str) -> String {
-    let mut text = String::with_capacity(meter.len() + 1 + reply_json.len());
+/// The answer text of a reply whose text is `reply`, the object's meter line `meter`.
+pub fn answer(meter: &str, reply: &str) -> String {
+    let mut text = String::with_capacity(meter.len() + 1 + reply.len());
     text.push_str(meter);
     text.push('\n');
-    text.push_str(reply_json);
+    text.push_str(reply);
     text
 }
 
-/// An answer split into its meter line and its reply's JSON (`None`: not such an answer).
+/// An answer split into its meter line and its reply's text (`None`: not such an answer).
 pub fn split(text: &str) -> Option<(&str, &str)> {
     text.split_once('\n')
 }
@@ -32,7 +32,7 @@ mod tests {
 
     #[test]
     fn only_the_first_newline_splits_an_answer() {
-        // serde_json escapes a newline inside a string, but a reply's text may still end in one.
+        // A reply's strings are written as they are, newlines included: only the first splits.
         let text = answer("round-trips=0; statements=0", "{\"a\":\"x\\ny\"}\n");
         assert_eq!(split(&text).unwrap().1, "{\"a\":\"x\\ny\"}\n");
         assert_eq!(split("no newline"), None);

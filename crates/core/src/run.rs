@@ -6,7 +6,8 @@ use crate::{
 };
 use serde::{Deserialize, Serialize};
 
-/// The columns of `task_run` the control plane reads. (Serde: for the session object's replies.)
+/// The columns of `task_run` the control plane reads (the session object's replies carry it in
+/// `object_codec`'s text; serde builds the tests' rows from JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRow {
     pub task_id: String,

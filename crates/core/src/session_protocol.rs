@@ -4,7 +4,8 @@
 //! One Durable Object per session (binding [`BINDING`], named by [`object_name`]) is the
 //! serialisation point of that session's claim and its live streams. The Worker authenticates the
 //! caller, checks ownership or role, validates the body, and only then sends a [`SessionCall`]. The
-//! object answers with a [`SessionReply`] (JSON, marked with [`REPLY_HEADER`]); it renders no HTTP.
+//! object answers with a [`SessionReply`] (both in [`crate::object_codec`]'s text; over `fetch`, a
+//! reply is marked with [`REPLY_HEADER`]); it renders no HTTP.
 //! The only answers that leave the object as responses are streams (SSE): a `Subscribe`, or an
 //! `AdmitStream` that admitted (or met a conflict, which is the stream's one `done` frame).
 //!
@@ -32,7 +33,7 @@ use crate::{codec_enum, codec_struct};
 pub const BINDING: &str = "SESSION";
 /// The URL of a call (the object has one entry point; the call says what to do).
 pub const CALL_URL: &str = "https://session.internal/call";
-/// Present on every JSON reply; a response without it is a stream the object opened.
+/// Present on every reply sent over `fetch`; a response without it is a stream the object opened.
 pub const REPLY_HEADER: &str = "x-session-reply";
 /// The object's RPC method for calls that never stream: `(call, failpoint) -> text`, the text
 /// framed by [`crate::object_rpc::answer`].
