@@ -1,6 +1,6 @@
 //! Leader runs: records, statuses, idempotency and the stale-sweep sentence (SPEC-core §5).
 
-use crate::sql::{get_i64, get_opt_str, get_str, Row};
+use crate::sql::{get_str, Cols, Row};
 use serde::Serialize;
 
 /// The closed status words of a leader run.
@@ -58,19 +58,21 @@ impl LeaderRunRecord {
         if !STATUSES.contains(&status.as_str()) {
             return Err(unknown_status_message(&id, &status));
         }
-        Ok(Self {
+        let mut c = Cols::new(row);
+        let record = Self {
             status,
-            owner: get_opt_str(row, "owner")?,
-            objective_preview: get_opt_str(row, "objective_preview")?.unwrap_or_default(),
-            result: get_opt_str(row, "result")?.and_then(|r| serde_json::from_str(&r).ok()),
-            error: get_opt_str(row, "error")?,
-            started_at_ms: get_i64(row, "started_at_ms")?,
-            finished_at_ms: match row.get("finished_at_ms") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(_) => Some(get_i64(row, "finished_at_ms")?),
-            },
+            owner: c.opt_str("owner"),
+            objective_preview: c.opt_str("objective_preview").unwrap_or_default(),
+            result: c
+                .opt_str("result")
+                .and_then(|r| serde_json::from_str(&r).ok()),
+            error: c.opt_str("error"),
+            started_at_ms: c.i64("started_at_ms"),
+            finished_at_ms: c.opt_i64("finished_at_ms"),
             id,
-        })
+        };
+        c.done()?;
+        Ok(record)
     }
 }
 

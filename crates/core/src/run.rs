@@ -1,7 +1,7 @@
 //! A run row as stored, and its read face (`GET /v1/runs/{id}`).
 
 use crate::{
-    sql::{get_i64, get_opt_str, get_str, Row},
+    sql::{Cols, Row},
     status,
 };
 use serde::{Deserialize, Serialize};
@@ -40,35 +40,32 @@ pub struct RunRow {
 
 impl RunRow {
     pub fn from_row(row: &Row) -> Result<Self, String> {
-        Ok(Self {
-            task_id: get_str(row, "task_id")?,
-            session_id: get_str(row, "session_id")?,
-            owner: get_opt_str(row, "owner")?,
-            instance_id: get_str(row, "instance_id")?,
-            status: get_str(row, "status")?,
-            objective_preview: get_opt_str(row, "objective_preview")?.unwrap_or_default(),
-            result: get_opt_str(row, "result")?,
-            error: get_opt_str(row, "error")?,
-            error_code: get_opt_str(row, "error_code")?,
-            held_by: get_opt_str(row, "held_by")?,
-            lease_epoch: get_i64(row, "lease_epoch")?,
-            lease_acked: match row.get("lease_acked") {
-                None | Some(serde_json::Value::Null) => false,
-                Some(_) => get_i64(row, "lease_acked")? != 0,
-            },
-            cancel_requested: get_i64(row, "cancel_requested")? != 0,
-            heartbeat_at: match row.get("heartbeat_at") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(_) => Some(get_i64(row, "heartbeat_at")?),
-            },
+        let mut c = Cols::new(row);
+        let run = Self {
+            task_id: c.str("task_id"),
+            session_id: c.str("session_id"),
+            owner: c.opt_str("owner"),
+            instance_id: c.str("instance_id"),
+            status: c.str("status"),
+            objective_preview: c.opt_str("objective_preview").unwrap_or_default(),
+            result: c.opt_str("result"),
+            error: c.opt_str("error"),
+            error_code: c.opt_str("error_code"),
+            held_by: c.opt_str("held_by"),
+            lease_epoch: c.i64("lease_epoch"),
+            lease_acked: c.opt_i64("lease_acked").is_some_and(|v| v != 0),
+            cancel_requested: c.i64("cancel_requested") != 0,
+            heartbeat_at: c.opt_i64("heartbeat_at"),
             last_seq: match row.get("last_seq") {
                 None => 0,
-                Some(_) => get_i64(row, "last_seq")?,
+                Some(_) => c.i64("last_seq"),
             },
-            created_at: get_i64(row, "created_at")?,
-            updated_at: get_i64(row, "updated_at")?,
-            queue: get_str(row, "queue")?,
-        })
+            created_at: c.i64("created_at"),
+            updated_at: c.i64("updated_at"),
+            queue: c.str("queue"),
+        };
+        c.done()?;
+        Ok(run)
     }
 
     /// The read face.

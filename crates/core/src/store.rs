@@ -38,7 +38,7 @@ use crate::{
     run::RunRow,
     sql::{
         claim_sql, event_sql, gate_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql,
-        runner_sql, session_sql, DbError, Dialect, Outcome, Row, Stmt,
+        runner_sql, session_sql, Cols, DbError, Dialect, Outcome, Row, Stmt,
     },
     wire::objective_preview,
 };
@@ -778,10 +778,13 @@ fn pairs(out: &[Outcome], i: usize) -> Result<Vec<SessionTask>> {
 }
 
 fn session_task(row: &Row) -> Result<SessionTask> {
-    Ok(SessionTask {
-        session_id: get_str(row, "session_id").map_err(corrupt)?,
-        task_id: get_str(row, "task_id").map_err(corrupt)?,
-    })
+    let mut c = Cols::new(row);
+    let v = SessionTask {
+        session_id: c.str("session_id"),
+        task_id: c.str("task_id"),
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 /// The outcome of a batch guarded by a fence or compare-and-set: statement `write` had to change
@@ -808,39 +811,56 @@ fn won<'o>(
 /// What waits for a run's holder, from a row with `cancel_requested` and `steer_pending` (the
 /// heartbeat's, an append's and a lease's reads).
 fn waiting(row: &Row) -> Result<Waiting> {
-    Ok(Waiting {
-        cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
-        steer_pending: get_i64(row, "steer_pending").map_err(corrupt)?,
-    })
+    let mut c = Cols::new(row);
+    let v = waiting_in(&mut c);
+    c.done().map_err(corrupt)?;
+    Ok(v)
+}
+
+/// [`waiting`], as part of a larger row's reads.
+fn waiting_in(c: &mut Cols<'_>) -> Waiting {
+    Waiting {
+        cancel_requested: c.i64("cancel_requested") != 0,
+        steer_pending: c.i64("steer_pending"),
+    }
 }
 
 fn claim_holder(row: &Row) -> Result<ClaimHolder> {
-    Ok(ClaimHolder {
-        task_id: get_str(row, "task_id").map_err(corrupt)?,
-        status: get_opt_str(row, "status").map_err(corrupt)?,
-        owner: get_opt_str(row, "owner").map_err(corrupt)?,
-        session_owner: get_opt_str(row, "session_owner").map_err(corrupt)?,
-    })
+    let mut c = Cols::new(row);
+    let v = ClaimHolder {
+        task_id: c.str("task_id"),
+        status: c.opt_str("status"),
+        owner: c.opt_str("owner"),
+        session_owner: c.opt_str("session_owner"),
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 fn session_row(row: &Row) -> Result<SessionRow> {
-    Ok(SessionRow {
-        session_id: get_str(row, "session_id").map_err(corrupt)?,
-        owner: get_opt_str(row, "owner").map_err(corrupt)?,
-        created_at: get_i64(row, "created_at").map_err(corrupt)?,
-        updated_at: get_i64(row, "updated_at").map_err(corrupt)?,
-    })
+    let mut c = Cols::new(row);
+    let v = SessionRow {
+        session_id: c.str("session_id"),
+        owner: c.opt_str("owner"),
+        created_at: c.i64("created_at"),
+        updated_at: c.i64("updated_at"),
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 fn pending_gate_row(row: &Row) -> Result<PendingGate> {
-    Ok(PendingGate {
-        session_id: get_str(row, "session_id").map_err(corrupt)?,
-        task_id: get_str(row, "task_id").map_err(corrupt)?,
-        kind: get_str(row, "gate_kind").map_err(corrupt)?,
-        card: get_str(row, "card").map_err(corrupt)?,
-        expires_at: opt_i64(row, "expires_at")?,
-        created_at: get_i64(row, "created_at").map_err(corrupt)?,
-    })
+    let mut c = Cols::new(row);
+    let v = PendingGate {
+        session_id: c.str("session_id"),
+        task_id: c.str("task_id"),
+        kind: c.str("gate_kind"),
+        card: c.str("card"),
+        expires_at: c.opt_i64("expires_at"),
+        created_at: c.i64("created_at"),
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 fn opt_i64(row: &Row, col: &str) -> Result<Option<i64>> {
@@ -858,31 +878,40 @@ struct SeenGate {
 }
 
 fn seen_gate(row: &Row) -> Result<SeenGate> {
-    let status = get_str(row, "status").map_err(corrupt)?;
-    Ok(SeenGate {
+    let mut c = Cols::new(row);
+    let status = c.str("status");
+    let parsed = CheckpointStatus::parse(&status);
+    let v = SeenGate {
         seen: GateSeen {
-            session_id: get_str(row, "session_id").map_err(corrupt)?,
-            task_id: get_str(row, "task_id").map_err(corrupt)?,
-            kind: get_str(row, "gate_kind").map_err(corrupt)?,
-            status: CheckpointStatus::parse(&status)
-                .ok_or_else(|| corrupt(format!("checkpoint status {status:?}")))?,
-            expires_at: opt_i64(row, "expires_at")?,
-            decision: get_opt_str(row, "decision").map_err(corrupt)?,
-            run_status: get_opt_str(row, "run_status").map_err(corrupt)?,
+            session_id: c.str("session_id"),
+            task_id: c.str("task_id"),
+            kind: c.str("gate_kind"),
+            status: parsed.unwrap_or(CheckpointStatus::Pending),
+            expires_at: c.opt_i64("expires_at"),
+            decision: c.opt_str("decision"),
+            run_status: c.opt_str("run_status"),
         },
-        checkpoint_id: get_str(row, "checkpoint_id").map_err(corrupt)?,
-        card: get_str(row, "card").map_err(corrupt)?,
-    })
+        checkpoint_id: c.str("checkpoint_id"),
+        card: c.str("card"),
+    };
+    c.done().map_err(corrupt)?;
+    if parsed.is_none() {
+        return Err(corrupt(format!("checkpoint status {status:?}")));
+    }
+    Ok(v)
 }
 
 fn binding(scoped_key: &str, row: &Row) -> Result<IdempotencyBinding> {
-    Ok(IdempotencyBinding {
+    let mut c = Cols::new(row);
+    let v = IdempotencyBinding {
         scoped_key: scoped_key.to_owned(),
-        fingerprint: get_str(row, "fingerprint").map_err(corrupt)?,
-        task_id: get_str(row, "task_id").map_err(corrupt)?,
-        response_status: get_i64(row, "response_status").map_err(corrupt)? as u16,
-        response_body: get_str(row, "response_body").map_err(corrupt)?,
-    })
+        fingerprint: c.str("fingerprint"),
+        task_id: c.str("task_id"),
+        response_status: c.i64("response_status") as u16,
+        response_body: c.str("response_body"),
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 impl<E: Executor> SqlStore<E> {
@@ -1040,13 +1069,16 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
         out.rows
             .iter()
             .map(|r| {
-                Ok(EventRow {
-                    seq: get_i64(r, "seq").map_err(corrupt)?,
-                    kind: get_str(r, "type").map_err(corrupt)?,
-                    data: get_str(r, "data").map_err(corrupt)?,
-                    event_id: get_opt_str(r, "event_id").map_err(corrupt)?,
-                    created_at: get_i64(r, "created_at").map_err(corrupt)?,
-                })
+                let mut c = Cols::new(r);
+                let v = EventRow {
+                    seq: c.i64("seq"),
+                    kind: c.str("type"),
+                    data: c.str("data"),
+                    event_id: c.opt_str("event_id"),
+                    created_at: c.i64("created_at"),
+                };
+                c.done().map_err(corrupt)?;
+                Ok(v)
             })
             .collect()
     }
@@ -1146,11 +1178,14 @@ impl<E: Executor> SqlStore<E> {
             .rows
             .iter()
             .map(|r| {
-                Ok(Leasable {
-                    task_id: get_str(r, "task_id").map_err(corrupt)?,
-                    queue: get_str(r, "queue").map_err(corrupt)?,
-                    created_at: get_i64(r, "created_at").map_err(corrupt)?,
-                })
+                let mut c = Cols::new(r);
+                let v = Leasable {
+                    task_id: c.str("task_id"),
+                    queue: c.str("queue"),
+                    created_at: c.i64("created_at"),
+                };
+                c.done().map_err(corrupt)?;
+                Ok(v)
             })
             .collect()
     }
@@ -1194,24 +1229,30 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             .get(runner_sql::LEASE_RESUME)
             .and_then(|o| o.rows.first())
             .map(|g| -> Result<Resume> {
-                Ok(Resume {
-                    kind: get_str(g, "gate_kind").map_err(corrupt)?,
-                    card: get_str(g, "card").map_err(corrupt)?,
-                    decision: get_str(g, "decision").map_err(corrupt)?,
-                    reason: get_opt_str(g, "reason").map_err(corrupt)?,
-                })
+                let mut c = Cols::new(g);
+                let v = Resume {
+                    kind: c.str("gate_kind"),
+                    card: c.str("card"),
+                    decision: c.str("decision"),
+                    reason: c.opt_str("reason"),
+                };
+                c.done().map_err(corrupt)?;
+                Ok(v)
             })
             .transpose()?;
-        Ok(Some(Lease {
-            task_id: get_str(r, "task_id").map_err(corrupt)?,
-            session_id: get_str(r, "session_id").map_err(corrupt)?,
-            lease_epoch: get_i64(r, "lease_epoch").map_err(corrupt)?,
-            objective: get_str(r, "objective").map_err(corrupt)?,
-            meta: get_str(r, "meta").map_err(corrupt)?,
-            last_seq: get_i64(r, "last_seq").map_err(corrupt)?,
+        let mut c = Cols::new(r);
+        let lease = Lease {
+            task_id: c.str("task_id"),
+            session_id: c.str("session_id"),
+            lease_epoch: c.i64("lease_epoch"),
+            objective: c.str("objective"),
+            meta: c.str("meta"),
+            last_seq: c.i64("last_seq"),
             resume,
-            waiting: waiting(r)?,
-        }))
+            waiting: waiting_in(&mut c),
+        };
+        c.done().map_err(corrupt)?;
+        Ok(Some(lease))
     }
 
     async fn queue_backlog(&self, queue: &str, limit: i64) -> Result<Vec<Leasable>> {
@@ -1512,12 +1553,15 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
         out.rows
             .iter()
             .map(|r| {
-                Ok(RecordedTick {
-                    tick_id: get_str(r, "tick_id").map_err(corrupt)?,
-                    started_at: get_i64(r, "started_at").map_err(corrupt)?,
-                    finished_at: get_i64(r, "finished_at").map_err(corrupt)?,
-                    report_json: get_str(r, "report").map_err(corrupt)?,
-                })
+                let mut c = Cols::new(r);
+                let v = RecordedTick {
+                    tick_id: c.str("tick_id"),
+                    started_at: c.i64("started_at"),
+                    finished_at: c.i64("finished_at"),
+                    report_json: c.str("report"),
+                };
+                c.done().map_err(corrupt)?;
+                Ok(v)
             })
             .collect()
     }
@@ -1855,36 +1899,35 @@ pub trait SessionStore {
 }
 
 fn session_view_row(row: &Row) -> Result<SessionView> {
-    let s = |c: &str| get_str(row, c).map_err(corrupt);
-    let o = |c: &str| get_opt_str(row, c).map_err(corrupt);
-    let active = match o("active_task_id")? {
-        Some(task_id) => Some(crate::sessions::ActiveRun {
+    let mut c = Cols::new(row);
+    let active = c
+        .opt_str("active_task_id")
+        .map(|task_id| crate::sessions::ActiveRun {
             task_id,
-            status: s("active_status")?,
-            heartbeat_at: get_i64(row, "active_heartbeat_at").map_err(corrupt)?,
-            updated_at: get_i64(row, "active_updated_at").map_err(corrupt)?,
-        }),
-        None => None,
-    };
-    let gate = match o("gate_task_id")? {
-        Some(task_id) => Some(crate::sessions::ViewGate {
+            status: c.str("active_status"),
+            heartbeat_at: c.i64("active_heartbeat_at"),
+            updated_at: c.i64("active_updated_at"),
+        });
+    let gate = c
+        .opt_str("gate_task_id")
+        .map(|task_id| crate::sessions::ViewGate {
             task_id,
-            kind: s("gate_kind")?,
-            card: s("gate_card")?,
-            expires_at: opt_i64(row, "gate_expires_at")?,
-            created_at: get_i64(row, "gate_created_at").map_err(corrupt)?,
-        }),
-        None => None,
-    };
-    Ok(SessionView {
-        session_id: s("session_id")?,
-        owner: o("owner")?,
-        created_at: get_i64(row, "created_at").map_err(corrupt)?,
-        updated_at: get_i64(row, "updated_at").map_err(corrupt)?,
+            kind: c.str("gate_kind"),
+            card: c.str("gate_card"),
+            expires_at: c.opt_i64("gate_expires_at"),
+            created_at: c.i64("gate_created_at"),
+        });
+    let v = SessionView {
+        session_id: c.str("session_id"),
+        owner: c.opt_str("owner"),
+        created_at: c.i64("created_at"),
+        updated_at: c.i64("updated_at"),
         active,
-        last_run_updated_at: opt_i64(row, "last_run_updated_at")?,
+        last_run_updated_at: c.opt_i64("last_run_updated_at"),
         gate,
-    })
+    };
+    c.done().map_err(corrupt)?;
+    Ok(v)
 }
 
 impl<E: Executor> SessionStore for SqlStore<E> {

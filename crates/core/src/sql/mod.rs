@@ -404,6 +404,65 @@ pub fn classify_sqlite_error(message: &str) -> DbError {
     }
 }
 
+/// A row's columns read one after another, keeping the first misfit: after one, every read returns
+/// a placeholder (an empty string, zero, `None`). A reader of many columns is then its reads in a
+/// row, with no early exit per column that must drop the columns read so far (code the module
+/// would carry for every column of every reader); [`Cols::done`] answers for all of them.
+pub struct Cols<'r> {
+    row: &'r Row,
+    misfit: Option<String>,
+}
+
+impl<'r> Cols<'r> {
+    pub fn new(row: &'r Row) -> Self {
+        Self { row, misfit: None }
+    }
+
+    fn keep<T: Default>(&mut self, read: Result<T, String>) -> T {
+        match read {
+            Ok(v) => v,
+            Err(e) => {
+                self.misfit.get_or_insert(e);
+                T::default()
+            }
+        }
+    }
+
+    /// A NOT NULL text column ([`get_str`]).
+    pub fn str(&mut self, col: &str) -> String {
+        let read = get_str(self.row, col);
+        self.keep(read)
+    }
+
+    /// A text column that may be NULL ([`get_opt_str`]).
+    pub fn opt_str(&mut self, col: &str) -> Option<String> {
+        let read = get_opt_str(self.row, col);
+        self.keep(read)
+    }
+
+    /// An integer column ([`get_i64`]).
+    pub fn i64(&mut self, col: &str) -> i64 {
+        let read = get_i64(self.row, col);
+        self.keep(read)
+    }
+
+    /// An integer column that may be NULL or absent.
+    pub fn opt_i64(&mut self, col: &str) -> Option<i64> {
+        match self.row.get(col) {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(self.i64(col)),
+        }
+    }
+
+    /// Whether every read fitted; otherwise the first misfit.
+    pub fn done(self) -> Result<(), String> {
+        match self.misfit {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
 /// Reads an integer column, accepting integral floats (JS numbers) and numeric strings.
 pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
     match row.get(col) {
