@@ -414,6 +414,27 @@ pub fn admitted_body(task_id: &str, session_id: &str) -> String {
     .unwrap_or_default()
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_struct!(AdmitInput {
+    session_id,
+    task_id,
+    client_task_id,
+    owner,
+    objective,
+    meta,
+    idempotency,
+    key_unread,
+    queue,
+});
+crate::codec_struct!(Admission {
+    status,
+    body,
+    task_id,
+    replayed,
+    flush
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

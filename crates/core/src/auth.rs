@@ -202,6 +202,14 @@ fn valid_principal(p: &str) -> bool {
     !p.is_empty() && p.len() <= PRINCIPAL_MAX && p.bytes().all(|b| (0x21..0x7f).contains(&b))
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_enum!(Role {
+    0 => Client,
+    1 => Runner,
+    2 => Operator,
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

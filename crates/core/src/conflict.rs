@@ -143,6 +143,16 @@ pub struct DoneConflict<'a> {
     pub pending_gate: &'a Option<PendingGate>,
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_struct!(Conflict {
+    error,
+    active_task_id,
+    active_task_status,
+    pending_gate
+});
+crate::codec_struct!(PendingGate { kind, decide_path });
+
 #[cfg(test)]
 mod tests {
     use super::*;

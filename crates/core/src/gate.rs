@@ -628,6 +628,23 @@ pub enum Decided {
     Refused(Refusal),
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_enum!(Decision {
+    0 => Approve,
+    1 => Deny,
+    2 => Revise,
+    3 => Continue,
+    4 => Stop,
+    5 => Wake,
+});
+crate::codec_enum!(DecidePath {
+    0 => Approvals,
+    1 => PlanReview,
+    2 => Resume,
+    3 => Wake,
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

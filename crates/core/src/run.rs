@@ -157,6 +157,29 @@ pub struct RunFace<'a> {
     pub ms_since_last_activity: Option<i64>,
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_struct!(RunRow {
+    task_id,
+    session_id,
+    owner,
+    instance_id,
+    status,
+    objective_preview,
+    result,
+    error,
+    error_code,
+    held_by,
+    lease_epoch,
+    lease_acked,
+    cancel_requested,
+    heartbeat_at,
+    last_seq,
+    created_at,
+    updated_at,
+    queue,
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -386,6 +386,13 @@ impl TaskBody {
     }
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_struct!(LeaseHolder {
+    runner_id,
+    lease_epoch
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

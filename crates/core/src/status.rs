@@ -107,6 +107,20 @@ pub fn is_terminal(status: &str) -> bool {
     !is_active(status)
 }
 
+// Between the Worker and its objects (`object_codec`): each field keeps its place, each
+// variant its number.
+crate::codec_enum!(ParkStatus {
+    0 => Suspended,
+    1 => NeedsReview,
+});
+crate::codec_enum!(TerminalStatus {
+    0 => Completed,
+    1 => Failed,
+    2 => Cancelled,
+    3 => Blocked,
+    4 => Timeout,
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;
