@@ -124,6 +124,60 @@ crate::codec_enum!(DispatchReply {
 });
 crate::codec_struct!(Ready { since, task_id });
 
+/// Every dispatcher message, one of each variant, as text: the dispatcher's share of the layout
+/// the session protocol's test pins (`object_codec::LAYOUT`). The matches have no wildcard: a new
+/// variant stops the tests compiling until it is added to the samples below.
+#[cfg(test)]
+pub fn every_message_text() -> String {
+    use crate::object_codec::encode;
+    let _every_call_is_sampled = |c: &DispatchCall| match c {
+        DispatchCall::Wait { .. } | DispatchCall::Notify { .. } | DispatchCall::Stats => (),
+    };
+    let _every_reply_is_sampled = |r: &DispatchReply| match r {
+        DispatchReply::Leased { .. }
+        | DispatchReply::Empty
+        | DispatchReply::Noted { .. }
+        | DispatchReply::Stats { .. }
+        | DispatchReply::Refused(_)
+        | DispatchReply::Failed { .. } => (),
+    };
+    let mut text = String::new();
+    for call in [
+        DispatchCall::Wait {
+            queue: "q".into(),
+            runner_id: "r".into(),
+            wait_ms: 5,
+        },
+        DispatchCall::Notify {
+            queue: "q".into(),
+            runs: vec![Ready {
+                since: 1,
+                task_id: "t".into(),
+            }],
+        },
+        DispatchCall::Stats,
+    ] {
+        text.push_str(&encode(&call));
+    }
+    for reply in [
+        DispatchReply::Leased { body: "{}".into() },
+        DispatchReply::Empty,
+        DispatchReply::Noted { handed: 1 },
+        DispatchReply::Stats {
+            waiters: 1,
+            backlog: 2,
+            offered: 3,
+            cold: true,
+            sockets: 4,
+        },
+        DispatchReply::Refused(ApiError::lease_lost()),
+        DispatchReply::Failed { cause: "x".into() },
+    ] {
+        text.push_str(&encode(&reply));
+    }
+    text
+}
+
 /// The runs a dispatcher knows to be leasable, oldest first, bounded, with whether D1 may hold more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backlog {

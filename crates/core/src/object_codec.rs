@@ -21,7 +21,7 @@
 use std::fmt;
 
 /// A message's text did not have the shape its reader expects: what was expected, at which byte
-/// of the message after its build stamp.
+/// of the message after its layout stamp.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed {
     pub expected: &'static str,
@@ -53,31 +53,38 @@ pub trait Codec: Sized {
     fn take(r: &mut Reader<'_>) -> Self;
 }
 
-/// The build whose messages these are: `scripts/build` sets it to a digest of the core's sources
-/// (where every message and its layout are declared). Each message begins with it and `|`, so a
-/// Worker and an object of different builds, which meet for the moment a deploy swaps the code,
-/// refuse each other's messages ([`Malformed`]) instead of reading fields by the wrong layout.
-pub const BUILD: &str = match option_env!("SEMA_WIRE_BUILD") {
-    Some(id) => id,
-    None => "native",
-};
+/// The messages' layout. Each message begins with it and `|`, so a Worker and an object whose
+/// layouts differ, which meet for the moment a deploy swaps the code, refuse each other's messages
+/// ([`Malformed`]) instead of reading fields by the wrong layout; builds of one layout keep talking
+/// across a deploy. A test pins the digest of every message's text to it
+/// (`session_protocol::tests::the_messages_layout_is_pinned_to_its_version`): a change of any
+/// message type, variant number, field place or field type fails there until this is bumped.
+pub const LAYOUT: &str = "1";
 
-/// The text of `value`, stamped with [`BUILD`].
+/// FNV-1a (64 bits) of `text`: the digest the layout test pins.
+#[cfg(test)]
+pub fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The text of `value`, stamped with [`LAYOUT`].
 pub fn encode<T: Codec>(value: &T) -> String {
     let mut out = String::with_capacity(128);
-    out.push_str(BUILD);
+    out.push_str(LAYOUT);
     out.push('|');
     value.put(&mut out);
     out
 }
 
-/// The value `text` holds; the whole text must be that one value, stamped with [`BUILD`].
+/// The value `text` holds; the whole text must be that one value, stamped with [`LAYOUT`].
 pub fn decode<T: Codec>(text: &str) -> Result<T, Malformed> {
     let body = text
-        .strip_prefix(BUILD)
+        .strip_prefix(LAYOUT)
         .and_then(|rest| rest.strip_prefix('|'))
         .ok_or(Malformed {
-            expected: "a message of this build",
+            expected: "a message of this layout",
             at: 0,
         })?;
     let mut r = Reader {
@@ -424,9 +431,9 @@ mod tests {
         text.strip_prefix(&msg("")).unwrap().to_owned()
     }
 
-    /// `body` stamped as this build's message.
+    /// `body` stamped as a message of this layout.
     fn msg(body: &str) -> String {
-        format!("{BUILD}|{body}")
+        format!("{LAYOUT}|{body}")
     }
 
     #[test]
@@ -545,7 +552,7 @@ mod tests {
             assert_eq!(
                 decode::<u64>(other).unwrap_err(),
                 Malformed {
-                    expected: "a message of this build",
+                    expected: "a message of this layout",
                     at: 0
                 }
             );

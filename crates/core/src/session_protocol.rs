@@ -522,6 +522,30 @@ mod tests {
             },
             SessionCall::Stats,
             SessionCall::Flush,
+            SessionCall::Park {
+                task_id: "T".into(),
+                park: WirePark {
+                    holder: LeaseHolder {
+                        runner_id: "r1".into(),
+                        lease_epoch: 2,
+                    },
+                    kind: "tool_approval".into(),
+                    status: ParkStatus::Suspended,
+                    card_json: r#"{"tool":"x"}"#.into(),
+                    expires_in_sec: Some(60),
+                    approval_timeout_sec: 0,
+                },
+            },
+            SessionCall::Decide {
+                decide: WireDecide {
+                    path: DecidePath::Wake,
+                    scope_id: "S".into(),
+                    decision: Decision::Wake,
+                    reason: Some("go".into()),
+                    resolution_id: "R".into(),
+                },
+                wake: Some(input()),
+            },
             SessionCall::StartChild {
                 leader_run_id: "L".into(),
                 index: 3,
@@ -592,6 +616,8 @@ mod tests {
                         "RunEnded" => "run_ended",
                         "Stats" => "stats",
                         "Flush" => "flush",
+                        "Park" => "park",
+                        "Decide" => "decide",
                         "StartChild" => "start_child",
                         "DeleteSession" => "delete_session",
                         "IssueTicket" => "issue_ticket",
@@ -617,6 +643,8 @@ mod tests {
                 ("run_ended", Lock::Whole),
                 ("stats", Lock::Free),
                 ("flush", Lock::Whole),
+                ("park", Lock::Whole),
+                ("decide", Lock::Whole),
                 ("start_child", Lock::Whole),
                 ("delete_session", Lock::Whole),
                 ("issue_ticket", Lock::Whole),
@@ -625,8 +653,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn every_reply_survives_a_serialisation_round_trip() {
+    fn every_reply() -> Vec<SessionReply> {
         let run: RunRow = serde_json::from_value(serde_json::json!({
             "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
             "status": "completed", "objective_preview": "p", "result": "{\"ok\":true}",
@@ -635,7 +662,7 @@ mod tests {
             "updated_at": 2
         }))
         .unwrap();
-        let replies = vec![
+        vec![
             SessionReply::Admitted(Admission {
                 status: 202,
                 body: r#"{"taskId":"T"}"#.into(),
@@ -699,12 +726,114 @@ mod tests {
                 principal: None,
                 role: Role::Operator,
             },
-        ];
-        for reply in replies {
+            SessionReply::Parked {
+                task_id: "T".into(),
+                status: "suspended".into(),
+                seq: 7,
+            },
+            SessionReply::Decided {
+                task_id: "T".into(),
+                session_id: "S".into(),
+                kind: "tool_approval".into(),
+                decision: Decision::Wake,
+                status: "completed".into(),
+                woken: Some(Box::new(SessionReply::Admitted(Admission {
+                    status: 202,
+                    body: "{}".into(),
+                    task_id: "T2".into(),
+                    replayed: false,
+                    flush: true,
+                }))),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_reply_survives_a_serialisation_round_trip() {
+        for reply in every_reply() {
             let text = crate::object_codec::encode(&reply);
             let back: SessionReply = crate::object_codec::decode(&text).unwrap();
             assert_eq!(back, reply, "{text}");
         }
+    }
+
+    /// Every variant is in [`every_call`] and [`every_reply`]: this match has no wildcard, so a new
+    /// variant stops the tests compiling until it is added here and to those lists (whose text the
+    /// layout test pins), and the lists hold each variant once.
+    #[test]
+    fn the_samples_hold_every_variant_once() {
+        fn call_name(c: &SessionCall) -> &'static str {
+            match c {
+                SessionCall::Admit(_) => "Admit",
+                SessionCall::AdmitStream(_) => "AdmitStream",
+                SessionCall::AdmitWait { .. } => "AdmitWait",
+                SessionCall::Cancel { .. } => "Cancel",
+                SessionCall::Subscribe { .. } => "Subscribe",
+                SessionCall::Wait { .. } => "Wait",
+                SessionCall::Append { .. } => "Append",
+                SessionCall::Finish { .. } => "Finish",
+                SessionCall::Steer { .. } => "Steer",
+                SessionCall::RunEnded { .. } => "RunEnded",
+                SessionCall::Stats => "Stats",
+                SessionCall::Flush => "Flush",
+                SessionCall::Park { .. } => "Park",
+                SessionCall::Decide { .. } => "Decide",
+                SessionCall::StartChild { .. } => "StartChild",
+                SessionCall::DeleteSession { .. } => "DeleteSession",
+                SessionCall::IssueTicket { .. } => "IssueTicket",
+                SessionCall::CheckTicket { .. } => "CheckTicket",
+            }
+        }
+        fn reply_name(r: &SessionReply) -> &'static str {
+            match r {
+                SessionReply::Admitted(_) => "Admitted",
+                SessionReply::Conflict(_) => "Conflict",
+                SessionReply::Cancelled(_) => "Cancelled",
+                SessionReply::Appended { .. } => "Appended",
+                SessionReply::Finished(_) => "Finished",
+                SessionReply::SteerQueued { .. } => "SteerQueued",
+                SessionReply::Waited(_) => "Waited",
+                SessionReply::Noted { .. } => "Noted",
+                SessionReply::Flushed { .. } => "Flushed",
+                SessionReply::Stats { .. } => "Stats",
+                SessionReply::Parked { .. } => "Parked",
+                SessionReply::Decided { .. } => "Decided",
+                SessionReply::ChildStart { .. } => "ChildStart",
+                SessionReply::SessionDeleted { .. } => "SessionDeleted",
+                SessionReply::Ticket { .. } => "Ticket",
+                SessionReply::TicketHolder { .. } => "TicketHolder",
+                SessionReply::Misrouted => "Misrouted",
+                SessionReply::Refused(_) => "Refused",
+                SessionReply::Failed { .. } => "Failed",
+            }
+        }
+        let calls: std::collections::BTreeSet<_> = every_call().iter().map(call_name).collect();
+        assert_eq!((calls.len(), every_call().len()), (18, 18));
+        let replies: std::collections::BTreeSet<_> = every_reply().iter().map(reply_name).collect();
+        assert_eq!((replies.len(), every_reply().len()), (19, 19));
+    }
+
+    /// The digest of every message's text above and of the dispatcher's (`crate::dispatch`),
+    /// pinned to [`crate::object_codec::LAYOUT`]: a change to any message's layout (a type, a
+    /// variant's number, a field's place or type) fails here until `LAYOUT` is bumped and the new
+    /// digest pinned beside it, so that two builds of different layouts refuse each other's
+    /// messages rather than misread them.
+    #[test]
+    fn the_messages_layout_is_pinned_to_its_version() {
+        let mut text = String::new();
+        for call in every_call() {
+            text.push_str(&crate::object_codec::encode(&call));
+        }
+        for reply in every_reply() {
+            text.push_str(&crate::object_codec::encode(&reply));
+        }
+        text.push_str(&crate::dispatch::every_message_text());
+        let digest = crate::object_codec::digest(&text);
+        assert_eq!(
+            (crate::object_codec::LAYOUT, digest),
+            ("1", 0x72a8_cde0_b0b3_cd4f),
+            "the objects' messages changed layout: bump object_codec::LAYOUT and pin the new digest"
+        );
     }
 
     #[test]
