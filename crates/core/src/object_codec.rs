@@ -57,8 +57,9 @@ pub trait Codec: Sized {
 /// layouts differ, which meet for the moment a deploy swaps the code, refuse each other's messages
 /// ([`Malformed`]) instead of reading fields by the wrong layout; builds of one layout keep talking
 /// across a deploy. A test pins the digest of every message's text to it
-/// (`session_protocol::tests::the_messages_layout_is_pinned_to_its_version`): a change of any
-/// message type, variant number, field place or field type fails there until this is bumped.
+/// (`session_protocol::tests::the_messages_layout_is_pinned_to_its_version`): a change that alters
+/// any message's text (a variant's number, a field's place, a field's type written otherwise, a
+/// field added or dropped) fails there until this is bumped.
 pub const LAYOUT: &str = "1";
 
 /// FNV-1a (64 bits) of `text`: the digest the layout test pins.

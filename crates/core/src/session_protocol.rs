@@ -814,10 +814,10 @@ mod tests {
     }
 
     /// The digest of every message's text above and of the dispatcher's (`crate::dispatch`),
-    /// pinned to [`crate::object_codec::LAYOUT`]: a change to any message's layout (a type, a
-    /// variant's number, a field's place or type) fails here until `LAYOUT` is bumped and the new
-    /// digest pinned beside it, so that two builds of different layouts refuse each other's
-    /// messages rather than misread them.
+    /// pinned to [`crate::object_codec::LAYOUT`]: a change that alters any message's text (a
+    /// variant's number, a field's place, a field's type written otherwise, a field added or
+    /// dropped) fails here until `LAYOUT` is bumped and the new digest pinned beside it, so that
+    /// two builds of different layouts refuse each other's messages rather than misread them.
     #[test]
     fn the_messages_layout_is_pinned_to_its_version() {
         let mut text = String::new();
