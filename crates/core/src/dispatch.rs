@@ -124,25 +124,14 @@ crate::codec_enum!(DispatchReply {
 });
 crate::codec_struct!(Ready { since, task_id });
 
-/// Every dispatcher message, one of each variant, as text: the dispatcher's share of the layout
-/// the session protocol's test pins (`object_codec::LAYOUT`). The matches have no wildcard: a new
-/// variant stops the tests compiling until it is added to the samples below.
+/// One call of each variant (the round-trip test's and the layout pin's samples). The match has no
+/// wildcard: a new variant stops the tests compiling until it is sampled here.
 #[cfg(test)]
-pub fn every_message_text() -> String {
-    use crate::object_codec::encode;
-    let _every_call_is_sampled = |c: &DispatchCall| match c {
+pub fn every_call() -> Vec<DispatchCall> {
+    let _every_variant_is_sampled = |c: &DispatchCall| match c {
         DispatchCall::Wait { .. } | DispatchCall::Notify { .. } | DispatchCall::Stats => (),
     };
-    let _every_reply_is_sampled = |r: &DispatchReply| match r {
-        DispatchReply::Leased { .. }
-        | DispatchReply::Empty
-        | DispatchReply::Noted { .. }
-        | DispatchReply::Stats { .. }
-        | DispatchReply::Refused(_)
-        | DispatchReply::Failed { .. } => (),
-    };
-    let mut text = String::new();
-    for call in [
+    vec![
         DispatchCall::Wait {
             queue: "q".into(),
             runner_id: "r".into(),
@@ -156,11 +145,24 @@ pub fn every_message_text() -> String {
             }],
         },
         DispatchCall::Stats,
-    ] {
-        text.push_str(&encode(&call));
-    }
-    for reply in [
-        DispatchReply::Leased { body: "{}".into() },
+    ]
+}
+
+/// One reply of each variant, as [`every_call`].
+#[cfg(test)]
+pub fn every_reply() -> Vec<DispatchReply> {
+    let _every_variant_is_sampled = |r: &DispatchReply| match r {
+        DispatchReply::Leased { .. }
+        | DispatchReply::Empty
+        | DispatchReply::Noted { .. }
+        | DispatchReply::Stats { .. }
+        | DispatchReply::Refused(_)
+        | DispatchReply::Failed { .. } => (),
+    };
+    vec![
+        DispatchReply::Leased {
+            body: "{\"taskId\":\"t\"}".into(),
+        },
         DispatchReply::Empty,
         DispatchReply::Noted { handed: 1 },
         DispatchReply::Stats {
@@ -172,10 +174,20 @@ pub fn every_message_text() -> String {
         },
         DispatchReply::Refused(ApiError::lease_lost()),
         DispatchReply::Failed { cause: "x".into() },
-    ] {
-        text.push_str(&encode(&reply));
-    }
-    text
+    ]
+}
+
+/// Every sampled dispatcher message as text: the dispatcher's share of the layout the session
+/// protocol's test pins (`object_codec::LAYOUT`).
+#[cfg(test)]
+pub fn every_message_text() -> String {
+    let calls = every_call()
+        .into_iter()
+        .map(|c| crate::object_codec::encode(&c));
+    let replies = every_reply()
+        .into_iter()
+        .map(|r| crate::object_codec::encode(&r));
+    calls.chain(replies).collect()
 }
 
 /// The runs a dispatcher knows to be leasable, oldest first, bounded, with whether D1 may hold more.
@@ -565,32 +577,20 @@ mod tests {
 
     #[test]
     fn calls_and_replies_survive_a_round_trip() {
-        for call in [
-            DispatchCall::Wait {
-                queue: "q".into(),
-                runner_id: "r".into(),
-                wait_ms: 5,
-            },
-            DispatchCall::Notify {
-                queue: "q".into(),
-                runs: vec![ready(1, "t")],
-            },
-            DispatchCall::Stats,
-        ] {
+        for call in every_call() {
             let text = crate::object_codec::encode(&call);
             assert_eq!(
                 crate::object_codec::decode::<DispatchCall>(&text).unwrap(),
                 call
             );
         }
-        let reply = DispatchReply::Leased {
-            body: "{\"taskId\":\"t\"}".into(),
-        };
-        let text = crate::object_codec::encode(&reply);
-        assert_eq!(
-            crate::object_codec::decode::<DispatchReply>(&text).unwrap(),
-            reply
-        );
+        for reply in every_reply() {
+            let text = crate::object_codec::encode(&reply);
+            assert_eq!(
+                crate::object_codec::decode::<DispatchReply>(&text).unwrap(),
+                reply
+            );
+        }
     }
 
     #[test]
