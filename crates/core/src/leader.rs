@@ -58,8 +58,7 @@ impl LeaderRunRecord {
         if !STATUSES.contains(&status.as_str()) {
             return Err(unknown_status_message(&id, &status));
         }
-        let mut c = Cols::new(row);
-        let record = Self {
+        Cols::read(row, |c| Self {
             status,
             owner: c.opt_str("owner"),
             objective_preview: c.opt_str("objective_preview").unwrap_or_default(),
@@ -70,9 +69,7 @@ impl LeaderRunRecord {
             started_at_ms: c.i64("started_at_ms"),
             finished_at_ms: c.opt_i64("finished_at_ms"),
             id,
-        };
-        c.done()?;
-        Ok(record)
+        })
     }
 }
 

@@ -40,8 +40,7 @@ pub struct RunRow {
 
 impl RunRow {
     pub fn from_row(row: &Row) -> Result<Self, String> {
-        let mut c = Cols::new(row);
-        let run = Self {
+        Cols::read(row, |c| Self {
             task_id: c.str("task_id"),
             session_id: c.str("session_id"),
             owner: c.opt_str("owner"),
@@ -63,9 +62,7 @@ impl RunRow {
             created_at: c.i64("created_at"),
             updated_at: c.i64("updated_at"),
             queue: c.str("queue"),
-        };
-        c.done()?;
-        Ok(run)
+        })
     }
 
     /// The read face.

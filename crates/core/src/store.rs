@@ -37,8 +37,8 @@ use crate::{
     leader_drive::{ChildState, Drive, ReportStatus},
     run::RunRow,
     sql::{
-        claim_sql, event_sql, gate_sql, get_i64, get_opt_str, get_str, leader_sql, run_sql,
-        runner_sql, session_sql, Cols, DbError, Dialect, Outcome, Row, Stmt,
+        claim_sql, event_sql, gate_sql, get_i64, get_opt_i64, get_opt_str, get_str, leader_sql,
+        run_sql, runner_sql, session_sql, Cols, DbError, Dialect, Outcome, Row, Stmt,
     },
     wire::objective_preview,
 };
@@ -778,13 +778,10 @@ fn pairs(out: &[Outcome], i: usize) -> Result<Vec<SessionTask>> {
 }
 
 fn session_task(row: &Row) -> Result<SessionTask> {
-    let mut c = Cols::new(row);
-    let v = SessionTask {
+    read_row(row, |c| SessionTask {
         session_id: c.str("session_id"),
         task_id: c.str("task_id"),
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    })
 }
 
 /// The outcome of a batch guarded by a fence or compare-and-set: statement `write` had to change
@@ -811,10 +808,7 @@ fn won<'o>(
 /// What waits for a run's holder, from a row with `cancel_requested` and `steer_pending` (the
 /// heartbeat's, an append's and a lease's reads).
 fn waiting(row: &Row) -> Result<Waiting> {
-    let mut c = Cols::new(row);
-    let v = waiting_in(&mut c);
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    read_row(row, waiting_in)
 }
 
 /// [`waiting`], as part of a larger row's reads.
@@ -826,48 +820,37 @@ fn waiting_in(c: &mut Cols<'_>) -> Waiting {
 }
 
 fn claim_holder(row: &Row) -> Result<ClaimHolder> {
-    let mut c = Cols::new(row);
-    let v = ClaimHolder {
+    read_row(row, |c| ClaimHolder {
         task_id: c.str("task_id"),
         status: c.opt_str("status"),
         owner: c.opt_str("owner"),
         session_owner: c.opt_str("session_owner"),
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    })
 }
 
 fn session_row(row: &Row) -> Result<SessionRow> {
-    let mut c = Cols::new(row);
-    let v = SessionRow {
+    read_row(row, |c| SessionRow {
         session_id: c.str("session_id"),
         owner: c.opt_str("owner"),
         created_at: c.i64("created_at"),
         updated_at: c.i64("updated_at"),
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    })
 }
 
 fn pending_gate_row(row: &Row) -> Result<PendingGate> {
-    let mut c = Cols::new(row);
-    let v = PendingGate {
+    read_row(row, |c| PendingGate {
         session_id: c.str("session_id"),
         task_id: c.str("task_id"),
         kind: c.str("gate_kind"),
         card: c.str("card"),
         expires_at: c.opt_i64("expires_at"),
         created_at: c.i64("created_at"),
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    })
 }
 
-fn opt_i64(row: &Row, col: &str) -> Result<Option<i64>> {
-    match row.get(col) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(_) => get_i64(row, col).map(Some).map_err(corrupt),
-    }
+/// What `f` reads from `row` through one [`Cols`] (`Cols::read`), a misfit as [`StoreError::Corrupt`].
+fn read_row<'r, T>(row: &'r Row, f: impl FnOnce(&mut Cols<'r>) -> T) -> Result<T> {
+    Cols::read(row, f).map_err(corrupt)
 }
 
 /// The latest gate in a decide attempt's scope, with what stays inside the store.
@@ -902,16 +885,13 @@ fn seen_gate(row: &Row) -> Result<SeenGate> {
 }
 
 fn binding(scoped_key: &str, row: &Row) -> Result<IdempotencyBinding> {
-    let mut c = Cols::new(row);
-    let v = IdempotencyBinding {
+    read_row(row, |c| IdempotencyBinding {
         scoped_key: scoped_key.to_owned(),
         fingerprint: c.str("fingerprint"),
         task_id: c.str("task_id"),
         response_status: c.i64("response_status") as u16,
         response_body: c.str("response_body"),
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    })
 }
 
 impl<E: Executor> SqlStore<E> {
@@ -1069,16 +1049,13 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
         out.rows
             .iter()
             .map(|r| {
-                let mut c = Cols::new(r);
-                let v = EventRow {
+                read_row(r, |c| EventRow {
                     seq: c.i64("seq"),
                     kind: c.str("type"),
                     data: c.str("data"),
                     event_id: c.opt_str("event_id"),
                     created_at: c.i64("created_at"),
-                };
-                c.done().map_err(corrupt)?;
-                Ok(v)
+                })
             })
             .collect()
     }
@@ -1178,14 +1155,11 @@ impl<E: Executor> SqlStore<E> {
             .rows
             .iter()
             .map(|r| {
-                let mut c = Cols::new(r);
-                let v = Leasable {
+                read_row(r, |c| Leasable {
                     task_id: c.str("task_id"),
                     queue: c.str("queue"),
                     created_at: c.i64("created_at"),
-                };
-                c.done().map_err(corrupt)?;
-                Ok(v)
+                })
             })
             .collect()
     }
@@ -1229,19 +1203,15 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             .get(runner_sql::LEASE_RESUME)
             .and_then(|o| o.rows.first())
             .map(|g| -> Result<Resume> {
-                let mut c = Cols::new(g);
-                let v = Resume {
+                read_row(g, |c| Resume {
                     kind: c.str("gate_kind"),
                     card: c.str("card"),
                     decision: c.str("decision"),
                     reason: c.opt_str("reason"),
-                };
-                c.done().map_err(corrupt)?;
-                Ok(v)
+                })
             })
             .transpose()?;
-        let mut c = Cols::new(r);
-        let lease = Lease {
+        read_row(r, |c| Lease {
             task_id: c.str("task_id"),
             session_id: c.str("session_id"),
             lease_epoch: c.i64("lease_epoch"),
@@ -1249,10 +1219,9 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             meta: c.str("meta"),
             last_seq: c.i64("last_seq"),
             resume,
-            waiting: waiting_in(&mut c),
-        };
-        c.done().map_err(corrupt)?;
-        Ok(Some(lease))
+            waiting: waiting_in(c),
+        })
+        .map(Some)
     }
 
     async fn queue_backlog(&self, queue: &str, limit: i64) -> Result<Vec<Leasable>> {
@@ -1553,15 +1522,12 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
         out.rows
             .iter()
             .map(|r| {
-                let mut c = Cols::new(r);
-                let v = RecordedTick {
+                read_row(r, |c| RecordedTick {
                     tick_id: c.str("tick_id"),
                     started_at: c.i64("started_at"),
                     finished_at: c.i64("finished_at"),
                     report_json: c.str("report"),
-                };
-                c.done().map_err(corrupt)?;
-                Ok(v)
+                })
             })
             .collect()
     }
@@ -1647,7 +1613,7 @@ fn plan_row(row: &Row) -> Result<(Drive, Option<String>)> {
     let drive = Drive {
         max_concurrency: usize::try_from(max)
             .map_err(|_| corrupt(format!("leader_plan max_concurrency {max}")))?,
-        deadline_at: opt_i64(row, "deadline_at")?,
+        deadline_at: get_opt_i64(row, "deadline_at").map_err(corrupt)?,
         cancel_requested: get_i64(row, "cancel_requested").map_err(corrupt)? != 0,
     };
     Ok((drive, get_opt_str(row, "fingerprint").map_err(corrupt)?))

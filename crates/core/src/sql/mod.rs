@@ -446,12 +446,17 @@ impl<'r> Cols<'r> {
         self.keep(read)
     }
 
-    /// An integer column that may be NULL or absent.
+    /// An integer column that may be NULL or absent ([`get_opt_i64`]).
     pub fn opt_i64(&mut self, col: &str) -> Option<i64> {
-        match self.row.get(col) {
-            None | Some(Value::Null) => None,
-            Some(_) => Some(self.i64(col)),
-        }
+        let read = get_opt_i64(self.row, col);
+        self.keep(read)
+    }
+
+    /// What `f` reads from `row` through one `Cols`: the value, or the first misfit.
+    pub fn read<T>(row: &'r Row, f: impl FnOnce(&mut Cols<'r>) -> T) -> Result<T, String> {
+        let mut cols = Cols::new(row);
+        let value = f(&mut cols);
+        cols.done().map(|()| value)
     }
 
     /// Whether every read fitted; otherwise the first misfit.
@@ -478,6 +483,14 @@ pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
             .parse()
             .map_err(|_| format!("column {col}: {s:?} is not an integer")),
         other => Err(format!("column {col}: expected an integer, got {other:?}")),
+    }
+}
+
+/// Reads an integer column that may be NULL or absent.
+pub fn get_opt_i64(row: &Row, col: &str) -> Result<Option<i64>, String> {
+    match row.get(col) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => get_i64(row, col).map(Some),
     }
 }
 
