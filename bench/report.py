@@ -501,7 +501,9 @@ def floor_section(by):
     get = lambda part, kind, c: floor_at(by, part, kind, c)
     out += [
         "`bench/floor/floor.js` (bench-only, never deployed) does in plain JavaScript only the platform parts an admission "
-        "is made of, on the same workerd build, measured on its own workerd socket in this run. *new* = every request names "
+        "is made of, on the same workerd build, measured on its own workerd socket in this run. A part that stands beside a "
+        "path of ours whose request has a body (a submit's, an append's) gets the body ours gets: its Worker reads it and "
+        "its object carries it (as the run's objective; as the event's row and the data of its frame). *new* = every request names "
         "a new object (as a new session does); *warm* = each client thread keeps one live object. Requests per second "
         "(p50 ms) at each concurrency:",
         "",
@@ -542,6 +544,7 @@ def beside_floor(by):
     cpu_over = lambda c: paired_cells(paired(rows, "cpu_ms_per_admission", "ours", DESIGN_FLOOR, concurrency=c))
     levels = sorted({r["concurrency"] for r in rows})
     rounds = max(r["round"] for r in rows) + 1
+    per_side = fmt(max(r.get("requests", 0) for r in rows))
     values = lambda side, c, key: [r[key] for r in rows if r["side"] == side and r["concurrency"] == c and key in r]
     per_s = lambda side, c: med(values(side, c, "per_s"))
     spread = lambda side, c: "–".join(fmt(f(values(side, c, "per_s"))) for f in (min, max))
@@ -555,13 +558,15 @@ def beside_floor(by):
                           + [ours_cpu, design_cpu] + cpu_over(c) + [bare] + over(BARE_FLOOR, c)[:1])
     out = [
         f"**Our admission beside its floor, interleaved** (`sema-bench beside-floor`: both Workers served at once; at each "
-        f"level {rounds} rounds, each measuring every side once in a rotating order; new sessions / new objects; medians of "
+        f"level {rounds} rounds, each measuring every side once in a rotating order, {per_side} admissions per side and round; "
+        "new sessions / new objects; medians of "
         "the rounds, their range beside). Measured minutes apart, as the floor parts above and the admission scenario are, "
         "a figure and its floor drift by more than the overhead they are to show. The design's floor "
-        "(`schema-alarm-queue`) is the design that ships in plain JavaScript: the product's own admission batch into its "
-        "schema (three conditional statements, the tables' indexes), storage and alarm written unconfirmed, the queue object "
-        "told without waiting. The bare parts (`do-d1-storage-alarm`) write three rows into tables without indexes and tell "
-        "no queue. Overhead = how much more time per admission ours takes, taken round by round against the side "
+        "(`schema-alarm-queue`) is the design that ships in plain JavaScript: the submit's body read by the Worker and "
+        "carried to the object, the product's own admission batch into its schema (three conditional statements, the "
+        "tables' indexes; the body as the run's objective), storage and alarm written unconfirmed, the queue object told "
+        "without waiting. The bare parts (`do-d1-storage-alarm`) read and carry the same body, write three rows into "
+        "tables without indexes and tell no queue. Overhead = how much more time per admission ours takes, taken round by round against the side "
         "measured beside it (the median of the rounds, their range beside). CPU = what the side's workerd process spent "
         "per admission over the level (user + system; local D1 and every object run in it), which the machine's other "
         "load moves far less than a rate:",
@@ -616,7 +621,7 @@ def beside_floor(by):
 
 
 # What the floor Worker's admission does (bench/floor/floor.js, `FloorDo.admit`), as the rows say it.
-FLOOR_ADMISSION = "(D1 batch, then storage + alarm written unconfirmed)"
+FLOOR_ADMISSION = "(the submit's body read and carried as the run's objective; D1 batch, then storage + alarm written unconfirmed)"
 
 
 def paths_beside_floor(by):
@@ -626,7 +631,8 @@ def paths_beside_floor(by):
         ("409 under 100 simultaneous submits", direct("contention"), direct("floor-contention"),
          f"one object per session; the first submit takes the claim {FLOOR_ADMISSION}, the other 99 are answered 409 from memory"),
         ("append → SSE receipt", direct("events-latency"), direct("floor-append"),
-         "the object writes the event and the run's last seq in one D1 batch, then writes it to the stream it holds"),
+         "the Worker reads the runner's body; the object writes it as the event's row and the run's last seq in one D1 batch, "
+         "then as the data of a frame to the stream it holds"),
     ]
     for transport, ours_scen in [("WebSocket", "dispatch-latency-ws"), ("long-poll", "dispatch-latency")]:
         for session in ["new", "warm"]:

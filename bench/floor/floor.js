@@ -53,7 +53,10 @@
 //
 // Calls into an object travel as ours do: by RPC (`FloorDo.call`, `FloorQueue.call`: the part's
 // name and its arguments in, status and body out), except an event stream and a WebSocket upgrade,
-// which are `fetch`es (their responses carry the stream or the socket).
+// which are `fetch`es (their responses carry the stream or the socket). A part that stands beside one of
+// ours whose request has a body (`BODY_PARTS`: a submit's, an append's) reads the body in the Worker,
+// as ours must, and passes it on: the object writes it as the run's objective, or as the event's row
+// and the data of its frame. The bench sends each such part the body ours gets.
 
 import { DurableObject } from "cloudflare:workers";
 
@@ -72,9 +75,8 @@ function ensureTables(db) {
 }
 
 /** The admission's batch; with `runner`, the run is inserted already leased to it (epoch 1). */
-async function admitBatch(db, id, runner = null) {
+async function admitBatch(db, id, runner = null, body = "{\"objective\":\"bench\"}") {
   await ensureTables(db);
-  const body = "{\"objective\":\"bench\"}";
   await db.batch([
     runner
       ? db.prepare("INSERT INTO floor_run (id, session, body, runner, epoch) VALUES (?1, ?1, ?2, ?3, 1)").bind(id, body, runner)
@@ -89,7 +91,7 @@ async function admitBatch(db, id, runner = null) {
  * session upsert, the run row and the claim, each conditional on the session's owner, into the
  * product's schema with its indexes (applied to this Worker's D1 from `schema/sqlite`).
  */
-async function schemaBatch(db, id) {
+async function schemaBatch(db, id, objective = "bench") {
   const now = Date.now();
   await db.batch([
     db.prepare(
@@ -100,7 +102,7 @@ async function schemaBatch(db, id) {
       "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, " +
         "heartbeat_at, created_at, updated_at, queue) SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 " +
         "WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
-    ).bind(id, id, null, "floor", "bench", "bench", "{}", now, "default"),
+    ).bind(id, id, null, "floor", objective, "bench", "{}", now, "default"),
     db.prepare(
       "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 " +
         "WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
@@ -132,10 +134,10 @@ async function cancelBatch(db, id) {
   ]);
 }
 
-async function appendBatch(db, run, seq) {
+async function appendBatch(db, run, seq, body) {
   await ensureTables(db);
   await db.batch([
-    db.prepare("INSERT INTO floor_event (run, seq, body) VALUES (?1, ?2, ?3)").bind(run, seq, "{\"type\":\"text_delta\"}"),
+    db.prepare("INSERT INTO floor_event (run, seq, body) VALUES (?1, ?2, ?3)").bind(run, seq, body),
     db.prepare("UPDATE floor_run SET last_seq = ?2 WHERE id = ?1").bind(run, seq),
   ]);
 }
@@ -164,6 +166,12 @@ async function tell(env, prefix, n, at) {
   return Date.now() - started;
 }
 
+/**
+ * The parts that stand beside a path of ours whose request has a body (a submit's, an append's):
+ * the Worker reads it and the object carries it, as ours does (an empty body carries a fixed one).
+ */
+const BODY_PARTS = new Set(["/claim", "/append", "/admit-dispatch", "/admit-reserve", "/do-d1-storage-alarm", "/schema-alarm", "/schema-alarm-queue"]);
+
 const queueOf = (env, name) => env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(name));
 const json = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 const enc = new TextEncoder();
@@ -189,8 +197,8 @@ export class FloorDo extends DurableObject {
    * its alarm, both written without waiting for the disk (`allowUnconfirmed`), as ours writes them
    * once D1 holds the run (docs/ARCHITECTURE.md, "Writes after D1, unconfirmed").
    */
-  async admit(id, runner = null) {
-    await admitBatch(this.env.DB, id, runner);
+  async admit(id, runner = null, body = undefined) {
+    await admitBatch(this.env.DB, id, runner, body);
     await this.remember();
   }
 
@@ -210,18 +218,19 @@ export class FloorDo extends DurableObject {
     return new Response(readable, { headers: { "content-type": "text/event-stream" } });
   }
 
-  /** One part, by RPC: `[status, body]`. */
-  async call(part, id, q) {
+  /** One part, by RPC: `[status, body]`; `body` is the request's (`BODY_PARTS`), else null. */
+  async call(part, id, q, body = null) {
     switch (part) {
       case "/claim":
         if (this.claim) return [409, JSON.stringify({ error: "busy", errorCode: "session_busy" })];
         this.claim = id;
-        await this.admit(id);
+        await this.admit(id, null, body ?? undefined);
         return [202, JSON.stringify({ taskId: id })];
       case "/append": {
         const seq = (this.seq = (this.seq ?? 0) + 1);
-        await appendBatch(this.env.DB, id, seq);
-        const frame = enc.encode(`id: ${seq}\ndata: {"type":"text_delta"}\n\n`);
+        const event = body ?? "{\"type\":\"text_delta\"}";
+        await appendBatch(this.env.DB, id, seq, event);
+        const frame = enc.encode(`id: ${seq}\ndata: ${event}\n\n`);
         for (const w of this.streams ?? []) w.write(frame).catch(() => this.streams.delete(w));
         return [200, JSON.stringify({ seqs: [seq] })];
       }
@@ -231,7 +240,7 @@ export class FloorDo extends DurableObject {
         // The design to weigh reserves a ready socket first, to write its lease with the run.
         let key = null;
         if (part === "/admit-reserve") key = await queue.call("/reserve");
-        await this.admit(id, key);
+        await this.admit(id, key, body ?? undefined);
         // Not awaited, as ours: the answer does not wait for the hand-over.
         (key ? queue.call("/deliver", key, id) : queue.call("/offer", null, id)).catch(() => {});
         return [202, JSON.stringify({ taskId: id })];
@@ -249,7 +258,7 @@ export class FloorDo extends DurableObject {
         await this.state.storage.put("state", "{\"claim\":\"x\"}");
         return OK;
       case "/do-d1-storage-alarm":
-        await this.admit(id);
+        await this.admit(id, null, body ?? undefined);
         return OK;
       case "/cancel":
         await cancelBatch(this.env.DB, id);
@@ -257,7 +266,7 @@ export class FloorDo extends DurableObject {
         return OK;
       case "/schema-alarm":
       case "/schema-alarm-queue": {
-        await schemaBatch(this.env.DB, id);
+        await schemaBatch(this.env.DB, id, body ?? undefined);
         await this.remember();
         if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer", null, id).catch(() => {});
         return OK;
@@ -388,7 +397,10 @@ export default {
     if (!name) return new Response("o= names the object", { status: 400 });
     // A cancel names a run: the Worker reads its row (its owner and session) before the call.
     if (url.pathname === "/cancel") await env.DB.prepare("SELECT * FROM task_run WHERE task_id = ?1").bind(url.searchParams.get("id")).first();
+    // A part that stands beside one of ours reads the request's body, as ours must, and carries it
+    // (into the run's objective, or the event's row and frame).
+    const body = BODY_PARTS.has(url.pathname) ? (await req.text()) || null : null;
     const stub = env.FLOOR.get(env.FLOOR.idFromName(name));
-    return answer(await stub.call(url.pathname, url.searchParams.get("id"), q));
+    return answer(await stub.call(url.pathname, url.searchParams.get("id"), q, body));
   },
 };

@@ -56,10 +56,49 @@ pub(crate) fn post_part(agent: &ureq::Agent, url: &str, part: &str, object: &str
 /// [`post_part`] with the D1 id `id`.
 fn post_part_as(agent: &ureq::Agent, url: &str, part: &str, object: &str, id: &str) -> (u16, f64) {
     let t = Instant::now();
-    let answer = agent
-        .post(&format!("{url}/{part}?o={object}&id={id}"))
-        .send_string("");
-    (status_of(&answer), t.elapsed().as_secs_f64() * 1000.0)
+    let status = match send(
+        agent.post(&format!("{url}/{part}?o={object}&id={id}")),
+        part,
+        object,
+    ) {
+        Ok(r) => r.status(),
+        Err(code) => code,
+    };
+    (status, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// The body ours gets on the path a floor part stands beside (floor.js `BODY_PARTS`): a submit's
+/// into `session` for an admission, a runner's append of one event for `append`; none for a bare
+/// part. The floor Workers read it and carry it (the run's objective; the event's row and frame),
+/// as ours must.
+pub(crate) fn body_for(part: &str, session: &str) -> Option<String> {
+    match part.trim_start_matches('/') {
+        "claim"
+        | "admit-dispatch"
+        | "do-d1-storage-alarm"
+        | "schema-alarm"
+        | "schema-alarm-queue" => {
+            Some(json!({"sessionId": session, "objective": "bench"}).to_string())
+        }
+        "append" => Some(
+            json!({"runnerId": "bench", "leaseEpoch": 1,
+                "events": [{"type": "text_delta", "data": {"delta": "0 "}}]})
+            .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// Sends `req` to `part` with [`body_for`] it (JSON), or empty: the answer, or the status of a
+/// refusal (0 without an HTTP answer).
+pub(crate) fn send(req: ureq::Request, part: &str, session: &str) -> Result<ureq::Response, u16> {
+    let answer = match body_for(part, session) {
+        Some(body) => req
+            .set("content-type", "application/json")
+            .send_string(&body),
+        None => req.send_string(""),
+    };
+    answer.map_err(|e| status_of(&Err(e)))
 }
 
 /// `only`: the parts to measure (all when empty).
@@ -188,5 +227,42 @@ pub fn floor_tell(url: &str, objects: usize, at_once: &[usize], rounds: usize) {
             "rounds": rounds, "ms": ms, "p50_ms": median,
             "errors": errors,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floor_part_beside_a_path_of_ours_gets_the_body_ours_gets_and_a_bare_part_none() {
+        for part in [
+            "claim",
+            "/schema-alarm-queue",
+            "do-d1-storage-alarm",
+            "admit-dispatch",
+        ] {
+            let body: serde_json::Value =
+                serde_json::from_str(&body_for(part, "s1").expect(part)).unwrap();
+            assert_eq!(
+                body,
+                json!({"sessionId": "s1", "objective": "bench"}),
+                "{part}"
+            );
+        }
+        let append: serde_json::Value =
+            serde_json::from_str(&body_for("/append", "s1").unwrap()).unwrap();
+        assert_eq!(append["events"][0]["type"], "text_delta");
+        for part in [
+            "health",
+            "d1",
+            "do",
+            "do-storage",
+            "do-d1-storage",
+            "cancel",
+            "poll",
+        ] {
+            assert_eq!(body_for(part, "s1"), None, "{part}");
+        }
     }
 }

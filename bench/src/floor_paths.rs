@@ -32,14 +32,28 @@ fn agent() -> ureq::Agent {
 }
 
 /// POST `path` (with its query) on the floor Worker: (status, body, ms).
+/// POSTs `path` (a part, its query) to the floor Worker at `url`, with the body ours gets on the
+/// path the part stands beside ([`crate::floor::body_for`]).
 fn post(agent: &ureq::Agent, url: &str, path: &str) -> (u16, Value, f64) {
+    let part = path.split('?').next().unwrap_or(path);
+    let session = query_param(path, "o").unwrap_or("bench");
     let t = Instant::now();
-    let (status, body) = match agent.post(&format!("{url}{path}")).send_string("") {
-        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
-        Err(ureq::Error::Status(code, _)) => (code, Value::Null),
-        Err(_) => (0, Value::Null),
-    };
+    let (status, body) =
+        match crate::floor::send(agent.post(&format!("{url}{path}")), part, session) {
+            Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+            Err(code) => (code, Value::Null),
+        };
     (status, body, t.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// The value of `name` in `path`'s query (the bench's names need no decoding).
+fn query_param<'a>(path: &'a str, name: &str) -> Option<&'a str> {
+    path.split_once('?')?
+        .1
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
 }
 
 fn ms_since(t: Instant) -> f64 {

@@ -29,6 +29,15 @@ extern "C" {
         id: &JsValue,
         q: &JsValue,
     ) -> Result<js_sys::Promise, JsValue>;
+    /// The same call with the request's body (`FloorDo::call`'s fourth argument).
+    #[wasm_bindgen(method, catch, js_name = call)]
+    fn call_with_body(
+        this: &FloorRpc,
+        part: &str,
+        id: &JsValue,
+        q: &JsValue,
+        body: &JsValue,
+    ) -> Result<js_sys::Promise, JsValue>;
 }
 
 pub use parts::{FloorDo, FloorQueue};

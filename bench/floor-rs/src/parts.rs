@@ -44,14 +44,26 @@ fn stub(env: &Env, binding: &str, name: &str) -> worker::Result<FloorRpc> {
         .into_rpc::<FloorRpc>())
 }
 
-/// Calls `part` on an object by RPC; its answer is `"SSS body"` (status, a space, the body).
+/// The parts that stand beside a path of ours whose request has a body (floor.js `BODY_PARTS`, those
+/// this floor has): the Worker reads it and the object carries it, as ours does.
+const BODY_PARTS: [&str; 5] = [
+    "/claim",
+    "/append",
+    "/admit-dispatch",
+    "/schema-alarm",
+    "/schema-alarm-queue",
+];
+
+/// Calls `part` on an object by RPC, with the request's `body` (its text, or null); its answer is
+/// `"SSS body"` (status, a space, the body).
 async fn call(
     rpc: &FloorRpc,
     part: &str,
     id: Option<&str>,
     q: Option<&str>,
+    body: &JsValue,
 ) -> Result<String, Failed> {
-    let answer = JsFuture::from(rpc.call(part, &opt_str(id), &opt_str(q))?).await?;
+    let answer = JsFuture::from(rpc.call_with_body(part, &opt_str(id), &opt_str(q), body)?).await?;
     answer
         .as_string()
         .ok_or_else(|| JsValue::from_str("an answer that is not text"))
@@ -113,7 +125,16 @@ pub async fn route(req: web_sys::Request, env: Env) -> Result<Response, Failed> 
             .bind(&[opt_str(id)])?;
         JsFuture::from(stmt.inner().first(None)?).await?;
     }
-    let framed = call(&stub(&env, "FLOOR", name)?, path, id, q).await?;
+    // As ours must, a part beside one of our paths with a body reads it, as text (an empty body
+    // carries a fixed one, as floor.js).
+    let mut body = JsValue::NULL;
+    if BODY_PARTS.contains(&path) {
+        body = JsFuture::from(req.text()?).await?;
+        if body.as_string().is_some_and(|b| b.is_empty()) {
+            body = JsValue::NULL;
+        }
+    }
+    let framed = call(&stub(&env, "FLOOR", name)?, path, id, q, &body).await?;
     Ok(answer(&framed)?)
 }
 
@@ -140,7 +161,7 @@ fn prep(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatem
 }
 
 /// The product's own admission batch (floor.js `schemaBatch`).
-async fn schema_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
+async fn schema_batch(db: &D1Database, id: &str, objective: Option<&str>) -> Result<(), Failed> {
     let (id, now) = (JsValue::from_str(id), JsValue::from_f64(now()));
     let null = JsValue::NULL;
     let s = |t: &str| JsValue::from_str(t);
@@ -151,7 +172,7 @@ async fn schema_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
         prep(db, "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, objective_preview, meta, \
             heartbeat_at, created_at, updated_at, queue) SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 \
             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
-            &[id.clone(), id.clone(), null.clone(), s("floor"), s("bench"), s("bench"), s("{}"), now.clone(), s("default")])?,
+            &[id.clone(), id.clone(), null.clone(), s("floor"), s(objective.unwrap_or("bench")), s("bench"), s("{}"), now.clone(), s("default")])?,
         prep(db, "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
             &[id.clone(), id, now, null])?,
@@ -211,7 +232,7 @@ async fn ensure_tables(db: &D1Database) -> Result<(), Failed> {
 }
 
 /// Three inserts (floor.js `admitBatch`): the run the append scenario writes to.
-async fn admit_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
+async fn admit_batch(db: &D1Database, id: &str, body: Option<&str>) -> Result<(), Failed> {
     ensure_tables(db).await?;
     let id = JsValue::from_str(id);
     batch(
@@ -220,7 +241,10 @@ async fn admit_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
             prep(
                 db,
                 "INSERT INTO floor_run (id, session, body) VALUES (?1, ?1, ?2)",
-                &[id.clone(), JsValue::from_str("{\"objective\":\"bench\"}")],
+                &[
+                    id.clone(),
+                    JsValue::from_str(body.unwrap_or("{\"objective\":\"bench\"}")),
+                ],
             )?,
             prep(
                 db,
@@ -234,7 +258,7 @@ async fn admit_batch(db: &D1Database, id: &str) -> Result<(), Failed> {
     Ok(())
 }
 
-async fn append_batch(db: &D1Database, run: &str, seq: u64) -> Result<(), Failed> {
+async fn append_batch(db: &D1Database, run: &str, seq: u64, event: &str) -> Result<(), Failed> {
     ensure_tables(db).await?;
     let (run, seq) = (JsValue::from_str(run), JsValue::from_f64(seq as f64));
     batch(
@@ -243,11 +267,7 @@ async fn append_batch(db: &D1Database, run: &str, seq: u64) -> Result<(), Failed
             prep(
                 db,
                 "INSERT INTO floor_event (run, seq, body) VALUES (?1, ?2, ?3)",
-                &[
-                    run.clone(),
-                    seq.clone(),
-                    JsValue::from_str("{\"type\":\"text_delta\"}"),
-                ],
+                &[run.clone(), seq.clone(), JsValue::from_str(event)],
             )?,
             prep(
                 db,
@@ -337,8 +357,8 @@ impl FloorDo {
     }
 
     /// floor.js `admit`: the three inserts, then the claim's copy and its alarm.
-    async fn admit(&self, id: &str) -> Result<(), Failed> {
-        admit_batch(&self.env.d1("DB")?, id).await?;
+    async fn admit(&self, id: &str, body: Option<&str>) -> Result<(), Failed> {
+        admit_batch(&self.env.d1("DB")?, id, body).await?;
         self.remember().await
     }
 
@@ -355,15 +375,17 @@ impl FloorDo {
 
 #[wasm_bindgen]
 impl FloorDo {
-    /// One part, by RPC: `"SSS body"`.
+    /// One part, by RPC: `"SSS body"`; `body` is the request's ([`BODY_PARTS`]), else none.
     #[wasm_bindgen(js_name = call)]
     pub async fn call(
         &self,
         part: String,
         id: Option<String>,
         q: Option<String>,
+        body: Option<String>,
     ) -> Result<JsValue, JsValue> {
         let id = id.unwrap_or_default();
+        let body = body.as_deref();
         match part.as_str() {
             "/claim" => {
                 if self.claim.borrow().is_some() {
@@ -373,15 +395,15 @@ impl FloorDo {
                     ));
                 }
                 *self.claim.borrow_mut() = Some(id.clone());
-                self.admit(&id).await?;
+                self.admit(&id, body).await?;
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/append" => {
                 let seq = self.seq.get() + 1;
                 self.seq.set(seq);
-                append_batch(&self.env.d1("DB")?, &id, seq).await?;
-                let frame =
-                    format!("id: {seq}\ndata: {{\"type\":\"text_delta\"}}\n\n").into_bytes();
+                let event = body.unwrap_or("{\"type\":\"text_delta\"}");
+                append_batch(&self.env.d1("DB")?, &id, seq, event).await?;
+                let frame = format!("id: {seq}\ndata: {event}\n\n").into_bytes();
                 self.streams
                     .borrow_mut()
                     .retain_mut(|w| w.try_send(Ok(frame.clone())).is_ok());
@@ -393,7 +415,7 @@ impl FloorDo {
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/schema-alarm" | "/schema-alarm-queue" => {
-                schema_batch(&self.env.d1("DB")?, &id).await?;
+                schema_batch(&self.env.d1("DB")?, &id, body).await?;
                 self.remember().await?;
                 if part == "/schema-alarm-queue" {
                     self.offer("default", &id)?;
@@ -401,13 +423,13 @@ impl FloorDo {
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/admit-dispatch" => {
-                self.admit(&id).await?;
+                self.admit(&id, body).await?;
                 // Not awaited, as ours: the answer does not wait for the hand-over.
                 self.offer(q.as_deref().unwrap_or("default"), &id)?;
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/do-d1-storage" => {
-                admit_batch(&self.env.d1("DB")?, &id).await?;
+                admit_batch(&self.env.d1("DB")?, &id, None).await?;
                 self.state
                     .storage()
                     .put("state", "{\"claim\":\"x\"}")
