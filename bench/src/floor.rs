@@ -75,6 +75,7 @@ pub(crate) fn body_for(part: &str, session: &str) -> Option<String> {
     match part.trim_start_matches('/') {
         "claim"
         | "admit-dispatch"
+        | "admit-reserve"
         | "do-d1-storage-alarm"
         | "schema-alarm"
         | "schema-alarm-queue" => {
@@ -241,6 +242,7 @@ mod tests {
             "/schema-alarm-queue",
             "do-d1-storage-alarm",
             "admit-dispatch",
+            "admit-reserve",
         ] {
             let body: serde_json::Value =
                 serde_json::from_str(&body_for(part, "s1").expect(part)).unwrap();
