@@ -7,7 +7,7 @@
 //! is) and `warm` (each client thread keeps one live object of its own, touched once before the
 //! clock starts). D1 ids are unique per request, so every batch inserts.
 
-use crate::{emit, percentile, status_of, unique, LEVELS};
+use crate::{emit, one_event_append, percentile, status_of, submit_body, unique, LEVELS};
 use serde_json::json;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -78,14 +78,8 @@ pub(crate) fn body_for(part: &str, session: &str) -> Option<String> {
         | "admit-reserve"
         | "do-d1-storage-alarm"
         | "schema-alarm"
-        | "schema-alarm-queue" => {
-            Some(json!({"sessionId": session, "objective": "bench"}).to_string())
-        }
-        "append" => Some(
-            json!({"runnerId": "bench", "leaseEpoch": 1,
-                "events": [{"type": "text_delta", "data": {"delta": "0 "}}]})
-            .to_string(),
-        ),
+        | "schema-alarm-queue" => Some(submit_body(session).to_string()),
+        "append" => Some(one_event_append(1, "0 ").to_string()),
         _ => None,
     }
 }

@@ -218,7 +218,7 @@ fn events_latency(ctx: &Ctx, samples: usize) {
         let r = ctx.post(
             &format!("/v1/runs/{task}/events"),
             Some("runner"),
-            json!({"runnerId": "bench", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
+            one_event_append(epoch, &format!("{i} ")),
         );
         let seq = r["seqs"][0].as_i64().unwrap_or(-1);
         match rx.recv_timeout(Duration::from_secs(10)) {
@@ -292,6 +292,17 @@ fn timed_submit(agent: &ureq::Agent, url: &str, session: &str) -> (u16, f64) {
     (status_of(&answer), ms)
 }
 
+/// The body of the bench's submit into `session` (also sent to the floor parts that stand beside it).
+pub(crate) fn submit_body(session: &str) -> Value {
+    json!({"sessionId": session, "objective": "bench"})
+}
+
+/// The body of a runner's append of one `text_delta` event (also sent to the floor's append).
+pub(crate) fn one_event_append(epoch: i64, delta: &str) -> Value {
+    json!({"runnerId": "bench", "leaseEpoch": epoch,
+        "events": [{"type": "text_delta", "data": {"delta": delta}}]})
+}
+
 /// Submits a run into `session`: the answer and its latency in ms.
 fn submit_run(
     agent: &ureq::Agent,
@@ -302,7 +313,7 @@ fn submit_run(
     let answer = agent
         .post(&format!("{url}/v1/runs"))
         .set("content-type", "application/json")
-        .send_string(&json!({"sessionId": session, "objective": "bench"}).to_string());
+        .send_string(&submit_body(session).to_string());
     (answer, t.elapsed().as_secs_f64() * 1000.0)
 }
 
@@ -543,7 +554,7 @@ fn fanout(ctx: &Ctx, subscribers: usize, events: usize) {
         let r = ctx.post(
             &format!("/v1/runs/{task}/events"),
             Some("runner"),
-            json!({"runnerId": "bench", "leaseEpoch": epoch, "events": [{"type": "text_delta", "data": {"delta": format!("{i} ")}}]}),
+            one_event_append(epoch, &format!("{i} ")),
         );
         sent_at.insert(r["seqs"][0].as_i64().unwrap_or(-1), t);
         std::thread::sleep(Duration::from_millis(5));

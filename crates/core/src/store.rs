@@ -1865,35 +1865,34 @@ pub trait SessionStore {
 }
 
 fn session_view_row(row: &Row) -> Result<SessionView> {
-    let mut c = Cols::new(row);
-    let active = c
-        .opt_str("active_task_id")
-        .map(|task_id| crate::sessions::ActiveRun {
-            task_id,
-            status: c.str("active_status"),
-            heartbeat_at: c.i64("active_heartbeat_at"),
-            updated_at: c.i64("active_updated_at"),
-        });
-    let gate = c
-        .opt_str("gate_task_id")
-        .map(|task_id| crate::sessions::ViewGate {
-            task_id,
-            kind: c.str("gate_kind"),
-            card: c.str("gate_card"),
-            expires_at: c.opt_i64("gate_expires_at"),
-            created_at: c.i64("gate_created_at"),
-        });
-    let v = SessionView {
-        session_id: c.str("session_id"),
-        owner: c.opt_str("owner"),
-        created_at: c.i64("created_at"),
-        updated_at: c.i64("updated_at"),
-        active,
-        last_run_updated_at: c.opt_i64("last_run_updated_at"),
-        gate,
-    };
-    c.done().map_err(corrupt)?;
-    Ok(v)
+    read_row(row, |c| {
+        let active = c
+            .opt_str("active_task_id")
+            .map(|task_id| crate::sessions::ActiveRun {
+                task_id,
+                status: c.str("active_status"),
+                heartbeat_at: c.i64("active_heartbeat_at"),
+                updated_at: c.i64("active_updated_at"),
+            });
+        let gate = c
+            .opt_str("gate_task_id")
+            .map(|task_id| crate::sessions::ViewGate {
+                task_id,
+                kind: c.str("gate_kind"),
+                card: c.str("gate_card"),
+                expires_at: c.opt_i64("gate_expires_at"),
+                created_at: c.i64("gate_created_at"),
+            });
+        SessionView {
+            session_id: c.str("session_id"),
+            owner: c.opt_str("owner"),
+            created_at: c.i64("created_at"),
+            updated_at: c.i64("updated_at"),
+            active,
+            last_run_updated_at: c.opt_i64("last_run_updated_at"),
+            gate,
+        }
+    })
 }
 
 impl<E: Executor> SessionStore for SqlStore<E> {
