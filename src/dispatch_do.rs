@@ -141,7 +141,8 @@ impl DurableObject for DispatchDo {
     async fn fetch(&self, req: Request) -> worker::Result<Response> {
         self.wake();
         if req.path() == "/connect" {
-            return Ok(crate::http::error::respond(self.accept_socket(&req)));
+            return crate::http::error::respond(self.accept_socket(&req).map(Into::into))
+                .into_response();
         }
         Response::error("the dispatcher takes calls by RPC", 404)
     }
@@ -774,26 +775,14 @@ fn note_of(ws: &WebSocket) -> Option<SocketNote> {
 
 /// Sends `call` to the dispatcher of `queue`.
 pub async fn call(cx: &Cx, queue: &str, call: &DispatchCall) -> Result<DispatchReply, Failure> {
-    let stub = cx
-        .env
-        .durable_object(dispatch::BINDING)?
-        .get_by_name(&dispatch::object_name(queue))?;
-    let called = stub
-        .into_rpc::<DispatchRpc>()
-        .dispatch_call(&sema_core::object_codec::encode(call));
-    let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
+    let to = crate::object_reply::Target {
+        binding: dispatch::BINDING,
+        name: &dispatch::object_name(queue),
+        method: dispatch::RPC_METHOD,
+    };
+    let text = sema_core::object_codec::encode(call);
+    let reply = crate::object_reply::rpc(&cx.env, &cx.meter, to, &text, None).await?;
     Ok(sema_core::object_codec::decode(&reply)?)
-}
-
-#[wasm_bindgen::prelude::wasm_bindgen]
-extern "C" {
-    /// A dispatcher's stub, seen through its RPC method (`DispatchDo::dispatch_call`).
-    type DispatchRpc;
-    #[wasm_bindgen(method, catch, js_name = dispatchCall)]
-    fn dispatch_call(
-        this: &DispatchRpc,
-        call: &str,
-    ) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
 }
 
 /// Tells the dispatcher of `queue` that `runs` became leasable; failures are logged (the cron's

@@ -4,18 +4,18 @@
 //! `GET /v1/admin/queues/{queue}`: what the queue's dispatcher holds (waiting runners, backlog).
 
 use super::{error::json, reply};
+use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
 use sema_core::{
     dispatch::{DispatchCall, DispatchReply},
     session_protocol::SessionCall,
     store::ReaperStore,
 };
-use worker::Response;
 
 /// How many ticks one answer shows.
 const SHOWN: i64 = 20;
 
-pub async fn reapers(cx: &Cx) -> Result<Response, Failure> {
+pub async fn reapers(cx: &Cx) -> Result<Outgoing, Failure> {
     let ticks = cx.store()?.recent_ticks(SHOWN).await?;
     let ticks: Vec<serde_json::Value> = ticks
         .iter()
@@ -27,12 +27,12 @@ pub async fn reapers(cx: &Cx) -> Result<Response, Failure> {
     Ok(json(200, serde_json::json!({ "ticks": ticks }).to_string()))
 }
 
-pub async fn session(cx: &Cx, session_id: &str) -> Result<Response, Failure> {
+pub async fn session(cx: &Cx, session_id: &str) -> Result<Outgoing, Failure> {
     reply::render(cx, client::call(cx, session_id, &SessionCall::Stats).await?)
 }
 
 /// `GET /v1/admin/queues/{queue}`: `{queue, waiters, backlog, offered, cold, sockets}` of the queue's dispatcher.
-pub async fn queue(cx: &Cx, queue: &str) -> Result<Response, Failure> {
+pub async fn queue(cx: &Cx, queue: &str) -> Result<Outgoing, Failure> {
     match crate::dispatch_do::call(cx, queue, &DispatchCall::Stats).await? {
         DispatchReply::Stats {
             waiters,

@@ -3,25 +3,19 @@
 //! `no-store`, `nosniff`, never framed). They carry no data; the page asks the API for everything
 //! with the token the operator pastes, which it keeps in memory only.
 
+use crate::outgoing::Outgoing;
 use sema_core::console::ConsoleAsset;
-use worker::{Headers, Response};
+use std::borrow::Cow;
 
 const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
 const STYLE: &str = include_str!("../console/console.css");
 
-pub fn serve(asset: ConsoleAsset) -> Response {
+pub fn serve(asset: ConsoleAsset) -> Outgoing {
     let body = match asset {
         ConsoleAsset::Page => PAGE,
         ConsoleAsset::Script => SCRIPT,
         ConsoleAsset::Style => STYLE,
     };
-    let headers = Headers::new();
-    for (k, v) in asset.headers() {
-        let _ = headers.set(k, v);
-    }
-    Response::builder()
-        .with_status(200)
-        .with_headers(headers)
-        .fixed(body.as_bytes().to_vec())
+    Outgoing::page(Cow::Borrowed(body), &asset.headers())
 }

@@ -9,6 +9,7 @@ use super::{
     runs::{admit_input, ask_then_drive, visible_run, KeyLookup},
 };
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform};
 use sema_core::{
     auth::Principal,
@@ -22,14 +23,13 @@ use sema_core::{
     ApiError,
 };
 use serde::Deserialize;
-use worker::Response;
 
 /// Most cards one page of `GET /v1/approvals` lists, and its default.
 const APPROVALS_PAGE_MAX: i64 = 100;
 const APPROVALS_PAGE_DEFAULT: i64 = 50;
 
 /// `POST /v1/runs/{id}/park`: the lease holder parks its run on a gate (fenced in the object).
-pub async fn park(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn park(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let (_, body): (_, ParkBody) = json_body(req).await?;
     let park = body.validate()?;
     let session = session_of(cx, task_id).await?;
@@ -87,7 +87,7 @@ pub async fn decide(
     principal: &Principal,
     path: DecidePath,
     id: &str,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let (_, body): (_, DecideBody) = json_body(req).await?;
     let (decision, reason) = body.validate(path)?;
     let session_id = decide_scope(cx, principal, path, id).await?;
@@ -111,7 +111,7 @@ pub async fn wake(
     cx: &Cx,
     principal: &Principal,
     session_id: &SessionId,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let (_, mut body): (_, serde_json::Value) = json_body(req).await?;
     let fields = body
         .as_object_mut()
@@ -162,7 +162,7 @@ fn resolution_id() -> Result<String, Failure> {
 
 /// `GET /v1/approvals?sessionId=&limit=&cursor=`: pending cards, oldest first; a client sees its
 /// own, an operator every principal's. Never a checkpoint id or token.
-pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     let url = req.url();
     let (mut session, mut limit, mut cursor) = (None, APPROVALS_PAGE_DEFAULT, None);
     for (k, v) in parse_query(sema_core::list::query_of(url))? {

@@ -6,6 +6,7 @@
 
 use super::{body::json_body, error::json};
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
 use sema_core::{
     auth::Principal,
@@ -18,7 +19,6 @@ use sema_core::{
     store::{LeaderDriveStore, LeaderRunStore, LeaderView, NewChild, NewLeader},
     ApiError,
 };
-use worker::Response;
 
 fn enabled(cx: &Cx) -> Result<(), ApiError> {
     if config::settings(&cx.env).leader_enabled {
@@ -33,7 +33,7 @@ fn enabled(cx: &Cx) -> Result<(), ApiError> {
 /// `POST /v1/leader/runs`: 201 `created: true` with the new leader run; with an `Idempotency-Key`
 /// already bound to this same request, 200 `created: false` with the run it admitted, whatever its
 /// status (never a second fan-out); bound to another request, 422.
-pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     enabled(cx)?;
     let raw_key = req.header("idempotency-key");
     let (value, body): (_, SubmitLeaderBody) = json_body(req).await?;
@@ -92,7 +92,7 @@ pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Re
 }
 
 /// `GET /v1/leader/runs/{id}`: the record with its plan and children.
-pub async fn get(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Response, Failure> {
+pub async fn get(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Outgoing, Failure> {
     enabled(cx)?;
     let view = visible(cx, principal, id).await?;
     Ok(json(200, shown(&view, None)))
@@ -100,7 +100,7 @@ pub async fn get(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Response
 
 /// `GET /v1/leader/runs?status=&limit=&cursor=`: the caller's leader runs (operators: every one),
 /// newest first, keyset-paginated (`nextCursor`); records only: no children, no `result`.
-pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     enabled(cx)?;
     let url = req.url();
     let q = LeaderListQuery::parse(sema_core::list::query_of(url))?;
@@ -135,7 +135,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Resp
 /// `POST /v1/leader/runs/{id}/cancel`: a running leader is cancelled — no child starts again, its
 /// running and parked children are cancelled, it settles `failed` — and shown with `cancelled: true`.
 /// A leader already settled is shown as it is, `cancelled: false` (its status is write-once).
-pub async fn cancel(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Response, Failure> {
+pub async fn cancel(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<Outgoing, Failure> {
     enabled(cx)?;
     let view = visible(cx, principal, id).await?;
     let cancelled =

@@ -13,39 +13,39 @@ mod runs;
 mod sessions;
 mod stream_ticket;
 
-use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, incoming::Incoming};
+use crate::{cx::Cx, failure::Failure, incoming::Incoming, outgoing::Outgoing};
 use error::{json, respond};
 use sema_core::{
     gate::DecidePath,
     route::{match_route, Access, Route},
 };
 
-use worker::{Env, Headers, Response};
+use std::borrow::Cow;
+use worker::{web_sys, Env};
 
-pub async fn handle(raw: worker::web_sys::Request, env: Env, context: worker::Context) -> Response {
-    let req = Incoming::new(raw);
-    let failpoint = crate::failpoint::by_header(&env)
+/// The response to `raw`, with the request's D1 meter line; an error only where the runtime
+/// refuses a response of ours (see `Outgoing::into_raw`).
+pub async fn handle(
+    raw: web_sys::Request,
+    env: Env,
+    context: worker::Context,
+) -> Result<web_sys::Response, wasm_bindgen::JsValue> {
+    let cx = Cx::for_request(env, context);
+    let Some(req) = Incoming::new(raw) else {
+        let failed =
+            Failure::Infra("the runtime's request text was not in its packed shape".into());
+        return respond(Err(failed)).into_raw(&cx.meter.header());
+    };
+    let failpoint = crate::failpoint::by_header(&cx.env)
         .then(|| req.header(crate::failpoint::HEADER))
         .flatten();
-    let cx = Cx::for_request(env, context).armed_with(failpoint);
+    let cx = cx.armed_with(failpoint);
     let resp = respond(dispatch(&req, &cx).await);
-    let meter = cx.meter.header();
-    // A response built here takes the header as it is; one passed through from an object (a
-    // session's stream, the dispatcher's WebSocket upgrade) has immutable headers (setting one
-    // fails), so they are copied.
-    if resp.headers().set(METER_HEADER, &meter).is_ok() {
-        return resp;
-    }
-    let headers = Headers::new();
-    for (k, v) in resp.headers().entries() {
-        let _ = headers.set(&k, &v);
-    }
-    let _ = headers.set(METER_HEADER, &meter);
-    resp.with_headers(headers)
+    resp.into_raw(&cx.meter.header())
 }
 
-async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
-    sema_core::headers::check_sizes(|name| req.header(name))?;
+async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
+    sema_core::headers::check_sizes(|name| req.header_len(name))?;
     let route = match_route(req.method(), req.path())?;
     if route.access() == Access::Public {
         return Ok(public(&route));
@@ -102,19 +102,22 @@ async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
 /// The public routes, answered before authentication (a closed deployment serves them too):
 /// `/health`, and the OpenAPI document and its page, the same for every caller (see
 /// `sema_core::openapi`).
-fn public(route: &Route) -> Response {
+fn public(route: &Route) -> Outgoing {
     use sema_core::openapi;
-    let fixed = |content_type: &str, body: String| {
-        let headers = Headers::new();
-        let _ = headers.set("content-type", content_type);
-        let _ = headers.set("cache-control", openapi::CACHE_CONTROL);
-        let _ = headers.set("x-content-type-options", "nosniff");
-        (headers, body)
+    let fixed = |content_type: &str, body: Cow<'static, str>| {
+        Outgoing::page(
+            body,
+            &[
+                ("content-type", content_type),
+                ("cache-control", openapi::CACHE_CONTROL),
+                ("x-content-type-options", "nosniff"),
+            ],
+        )
     };
-    let (headers, body) = match route {
+    match route {
         Route::OpenApi => fixed(
             "application/json; charset=utf-8",
-            openapi::DOCUMENT.to_owned(),
+            Cow::Borrowed(openapi::DOCUMENT),
         ),
         Route::Docs => {
             // Rendered once per isolate: the page is a function of the compiled-in document.
@@ -125,22 +128,17 @@ fn public(route: &Route) -> Response {
                 p.get_or_init(|| openapi::docs_page(openapi::DOCUMENT))
                     .clone()
             });
-            let (headers, body) = fixed("text/html; charset=utf-8", page);
-            let _ = headers.set("content-security-policy", openapi::DOCS_CSP);
-            let _ = headers.set("referrer-policy", "no-referrer");
-            (headers, body)
+            fixed("text/html; charset=utf-8", Cow::Owned(page))
+                .with_header("content-security-policy", openapi::DOCS_CSP)
+                .with_header("referrer-policy", "no-referrer")
         }
-        Route::Console(asset) => return console::serve(*asset),
-        _ => return health(),
-    };
-    Response::builder()
-        .with_status(200)
-        .with_headers(headers)
-        .fixed(body.into_bytes())
+        Route::Console(asset) => console::serve(*asset),
+        _ => health(),
+    }
 }
 
 /// `GET /health`: public, answered before authentication.
-fn health() -> Response {
+fn health() -> Outgoing {
     json(
         200,
         format!(

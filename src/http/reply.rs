@@ -2,16 +2,17 @@
 //! `answer` module describes; a stream the object opened passes through.
 
 use super::error::json;
-use crate::{config, cx::Cx, failure::Failure, platform, session_do::client::Answer};
+use crate::{
+    config, cx::Cx, failure::Failure, outgoing::Outgoing, platform, session_do::client::Answer,
+};
 use sema_core::{answer, session_protocol::SessionReply};
-use worker::Response;
 
 /// The HTTP response for what a session object answered (faces judged as of now).
-pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
+pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
     // The knobs are read only for the replies that judge a face (not on admission or append).
     let judged = || (platform::now_ms(), config::settings(&cx.env).staleness);
     let reply = match answer {
-        Answer::Stream(resp) => return Ok(resp),
+        Answer::Stream(resp) => return Ok(resp.into()),
         Answer::Reply(reply) => reply,
     };
     let (status, body) = match reply {
@@ -95,18 +96,12 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Response, Failure> {
 }
 
 /// A replayed admission: the original status and body, marked as a replay.
-pub fn replayed(status: u16, body: String) -> Response {
-    let resp = json(status, body);
-    let _ = resp.headers().set("idempotency-replayed", "true");
-    resp
+pub fn replayed(status: u16, body: String) -> Outgoing {
+    json(status, body).with_header("idempotency-replayed", "true")
 }
 
 /// `204 No Content`: a stream request with nothing left to receive (its anchor is at or past the
 /// ended run's `done`). Any status but 200 makes an `EventSource` stop reconnecting.
-pub fn no_content() -> Response {
-    let resp = Response::empty()
-        .map(|r| r.with_status(204))
-        .unwrap_or_else(|_| json(204, String::new()));
-    let _ = resp.headers().set("cache-control", "no-store");
-    resp
+pub fn no_content() -> Outgoing {
+    Outgoing::empty(204).with_header("cache-control", "no-store")
 }

@@ -7,6 +7,7 @@
 
 use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
 use sema_core::{
     dispatch::{self, DispatchCall, DispatchReply},
@@ -17,14 +18,13 @@ use sema_core::{
     store::{Heartbeat, RunReadStore, RunnerStore},
     ApiError,
 };
-use worker::Response;
 
 /// `POST /v1/runner/lease` `{runnerId, queue?, waitMs?}`: the oldest leasable run of the queue, or
 /// 204 after `waitMs` (`waitMs` 0: one indexed query, no wait). The runner waits in the queue's dispatcher (`dispatch_do.rs`), which offers it
 /// a run the moment one is admitted and writes its lease (fenced compare-and-set), the answer to
 /// this request's wait. A lost compare-and-set waits again for what is left of `waitMs`. Waiting
 /// costs no D1 query; a lease costs its one write (charged to this request).
-pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
+pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
     let (_, body): (_, LeaseBody) = json_body(req).await?;
     let r = body.validate()?;
     if r.wait_ms == 0 {
@@ -36,7 +36,7 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
             .await?;
         return Ok(match lease {
             Some(l) => json(200, dispatch::lease_body(&l)),
-            None => Response::empty()?.with_status(204),
+            None => Outgoing::empty(204),
         });
     }
     // The dispatcher writes the lease for this request and answers its wait with it; a lost
@@ -49,7 +49,7 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
     match dispatch_do::call(cx, &r.queue, &wait).await? {
         // The lease's D1 cost, written on this request's behalf, is in the reply's meter line.
         DispatchReply::Leased { body } => Ok(json(200, body)),
-        DispatchReply::Empty => Ok(Response::empty()?.with_status(204)),
+        DispatchReply::Empty => Ok(Outgoing::empty(204)),
         DispatchReply::Refused(e) => Err(e.into()),
         DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),
         other => Err(Failure::Infra(format!(
@@ -65,7 +65,7 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
 /// lease itself and sends `{"type":"lease", ...the lease body}`. The query is validated first, like
 /// a lease body (400 naming the field; a malformed percent-escape anywhere in it is a 400 too, as in
 /// every listing's query); then, without the upgrade, `426 runner.upgrade_required`.
-pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
+pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
     let pairs = sema_core::list::parse_query(sema_core::list::query_of(req.url()))?;
     let param = |name: &str| {
         pairs
@@ -100,7 +100,7 @@ pub async fn connect(req: &Incoming, cx: &Cx) -> Result<Response, Failure> {
         .env
         .durable_object(dispatch::BINDING)?
         .get_by_name(&dispatch::object_name(&r.queue))?;
-    Ok(stub.fetch_with_request(forward).await?)
+    Ok(stub.fetch_with_request(forward).await?.into())
 }
 
 /// How many candidates a poll (`waitMs` 0) tries.
@@ -109,7 +109,7 @@ const LEASE_CANDIDATES: i64 = 8;
 /// `POST /v1/runs/{id}/heartbeat`: `{cancelRequested, steer:[{seq,message}], steerPending}`; each
 /// steer message is delivered once, in order, at most `STEER_PAGE` per heartbeat (`steerPending`
 /// says how many wait for the next one).
-pub async fn heartbeat(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn heartbeat(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let (_, body): (_, HeartbeatBody) = json_body(req).await?;
     let holder = body.validate()?;
     let delivery_id = hex::encode(&platform::random::<16>()?);
@@ -211,7 +211,7 @@ async fn to_session(
 
 /// `POST /v1/runs/{id}/events`: appends 1..500 events atomically; `{seqs:[...], cancelRequested,
 /// steerPending}` (what waits for the holder, read in the same batch).
-pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let (_, body): (_, EventsBody) = json_body(req).await?;
     let Events {
         holder,
@@ -236,7 +236,7 @@ pub async fn append(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Respons
 }
 
 /// `POST /v1/runs/{id}/finish`: terminal (write-once), `done` appended, claim released.
-pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let (_, body): (_, FinishBody) = json_body(req).await?;
     let f = body.validate()?;
     let call = SessionCall::Finish {

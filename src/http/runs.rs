@@ -5,6 +5,7 @@
 
 use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
 use sema_core::{
     admission::{AdmitInput, CommitPoint},
@@ -23,12 +24,11 @@ use sema_core::{
     wire::SubmitRunBody,
     ApiError,
 };
-use worker::Response;
 
 const SUBMIT_ROUTE: &str = "POST /v1/runs";
 
 /// `POST /v1/runs`.
-pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     let raw_key = req.header("idempotency-key");
     let (value, body): (_, SubmitRunBody) = json_body(req).await?;
     let submit = body.validate()?;
@@ -154,7 +154,7 @@ pub async fn find_run(cx: &Cx, task_id: &TaskId) -> Result<Option<RunRow>, Failu
 }
 
 /// `GET /v1/runs/{id}`: the read face as of now (a silent running run reads `failed`, `run.stalled`).
-pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let run = visible_run(cx, principal, task_id).await?;
     let (code, body) = (
         200,
@@ -168,7 +168,7 @@ pub async fn get(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Res
 }
 
 /// `GET /v1/runs?sessionId=&status=&limit=&cursor=`: newest first, keyset-paginated.
-pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     let url = req.url();
     let q = RunListQuery::parse(sema_core::list::query_of(url))?;
     if let Some(session) = q.session_id.as_deref() {
@@ -204,7 +204,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Resp
 /// claim released (200); a run a runner holds gets `cancelRequested` (202) and the runner finishes it.
 /// A run that already ended is answered as it is (write-once) — by its session's object, which also
 /// lets go of a claim it still remembers for it (a run ended out of band) and ends its streams.
-pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn cancel(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let store = cx.store()?;
     let session_id = match find_run(cx, task_id).await? {
         Some(run) => {
@@ -243,7 +243,7 @@ pub async fn events(
     cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let run = visible_run(cx, principal, task_id).await?;
     events_of(req, cx, run, false).await
 }
@@ -255,7 +255,7 @@ pub async fn events_of(
     cx: &Cx,
     run: RunRow,
     ticketed: bool,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let task_id = &run.task_id;
     let url = req.url();
     let mut after: Option<i64> = None;
@@ -358,7 +358,7 @@ pub async fn steer(
     cx: &Cx,
     principal: &Principal,
     task_id: &TaskId,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let (_, body): (_, sema_core::runner_wire::SteerBody) = json_body(req).await?;
     let message = body.validate()?;
     let run = visible_run(cx, principal, task_id).await?;
@@ -386,7 +386,7 @@ pub async fn submit_task(
     req: &Incoming,
     cx: &Cx,
     principal: &Principal,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let raw_key = req.header("idempotency-key");
     // Checked on every form, before anything is admitted, though only a keyed replay reads it: a
     // malformed anchor is the caller's mistake whichever form it came with (found by the fuzz).
@@ -435,7 +435,7 @@ pub async fn submit_task(
     attach(cx, input, mode).await
 }
 
-async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Response, Failure> {
+async fn attach(cx: &Cx, input: AdmitInput, mode: TaskMode) -> Result<Outgoing, Failure> {
     let session = input.session_id.clone();
     let call = match mode {
         TaskMode::Stream => SessionCall::AdmitStream(input),
@@ -450,7 +450,7 @@ pub(super) async fn ask_then_drive(
     cx: &Cx,
     session_id: &str,
     call: &SessionCall,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     drive_after(cx, session_id, ask(cx, session_id, call).await?).await
 }
 
@@ -458,9 +458,9 @@ pub(super) async fn ask_then_drive(
 pub(super) async fn drive_after(
     cx: &Cx,
     session_id: &str,
-    resp: Response,
-) -> Result<Response, Failure> {
-    if (200..300).contains(&resp.status_code()) {
+    resp: Outgoing,
+) -> Result<Outgoing, Failure> {
+    if (200..300).contains(&resp.status()) {
         crate::leader_driver::after_child_change(cx, session_id).await;
     }
     Ok(resp)
@@ -471,7 +471,7 @@ pub(super) async fn ask(
     cx: &Cx,
     session_id: &str,
     call: &SessionCall,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     let answer = client::call(cx, session_id, call).await?;
     if matches!(&answer, client::Answer::Reply(SessionReply::Admitted(a)) if a.flush) {
         flush_after_answer(cx, session_id).await;

@@ -5,6 +5,7 @@
 
 use super::{error::json, runs::ask};
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, platform};
 use sema_core::{
     auth::Principal,
@@ -16,11 +17,10 @@ use sema_core::{
     store::{AdmissionStore, SessionStore},
     ApiError,
 };
-use worker::Response;
 
 /// `GET /v1/sessions?limit=&cursor=`: `{sessions: [face], nextCursor}`, most recently admitted into
 /// first.
-pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Response, Failure> {
+pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outgoing, Failure> {
     let url = req.url();
     let q = SessionListQuery::parse(sema_core::list::query_of(url))?;
     let scope = ListScope::of(principal);
@@ -41,7 +41,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Resp
 }
 
 /// `GET /v1/sessions/{id}`: the session's face with its pending gate's whole card.
-pub async fn get(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Response, Failure> {
+pub async fn get(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Outgoing, Failure> {
     let view = cx
         .store()?
         .session_view(id.as_str())
@@ -55,7 +55,7 @@ pub async fn get(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Respo
 /// `conflict.session_active_run` (the submit's materials) while a run of it is running or parked;
 /// 409 `conflict.session_leader_running` for a running leader run's child. Operators may delete any
 /// session (the overseer's clean-up).
-pub async fn delete(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Response, Failure> {
+pub async fn delete(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Outgoing, Failure> {
     let session = cx
         .store()?
         .get_session(id.as_str())

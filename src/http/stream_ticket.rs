@@ -7,6 +7,7 @@
 
 use super::{error::json, runs};
 use crate::incoming::Incoming;
+use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
 use sema_core::{
     auth::Principal,
@@ -15,10 +16,9 @@ use sema_core::{
     store::RunReadStore,
     stream_ticket,
 };
-use worker::Response;
 
 /// `POST /v1/runs/{id}/stream-ticket` → 200 `{ticket, expiresAt}` (another principal's run: 404).
-pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Response, Failure> {
+pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<Outgoing, Failure> {
     let run = runs::visible_run(cx, principal, task_id).await?;
     let call = SessionCall::IssueTicket {
         task_id: run.task_id.clone(),
@@ -42,7 +42,7 @@ pub async fn events(
     cx: &Cx,
     task_id: &TaskId,
     ticket: String,
-) -> Result<Response, Failure> {
+) -> Result<Outgoing, Failure> {
     crate::auth::ensure_open(&cx.env)?;
     if !stream_ticket::well_formed(&ticket) {
         return Err(stream_ticket::refusal().into());

@@ -1,24 +1,12 @@
 //! The Worker's side of the session-object protocol: send a typed call to the object of a session,
 //! get back its typed reply or the stream it opened.
 
+use crate::object_reply::{rpc, Target};
 use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
 use sema_core::session_protocol::{
-    object_name, SessionCall, SessionReply, BINDING, CALL_URL, REPLY_HEADER,
+    object_name, SessionCall, SessionReply, BINDING, CALL_URL, REPLY_HEADER, RPC_METHOD,
 };
-use wasm_bindgen::{prelude::wasm_bindgen, JsValue};
 use worker::Response;
-
-#[wasm_bindgen]
-extern "C" {
-    /// A session object's stub, seen through its RPC method (`SessionDo::session_call`).
-    type SessionRpc;
-    #[wasm_bindgen(method, catch, js_name = sessionCall)]
-    fn session_call(
-        this: &SessionRpc,
-        call: &str,
-        failpoint: &JsValue,
-    ) -> Result<js_sys::Promise, JsValue>;
-}
 
 /// What a session object answered.
 pub enum Answer {
@@ -29,19 +17,18 @@ pub enum Answer {
 
 /// Sends `call` to the object of `session_id`: by RPC unless it may open a stream.
 pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answer, Failure> {
-    let stub = cx
-        .env
-        .durable_object(BINDING)?
-        .get_by_name(object_name(session_id))?;
+    let name = object_name(session_id);
     let body = sema_core::object_codec::encode(call);
     if !call.may_stream() {
-        let failpoint = cx.fail.forward().map_or(JsValue::NULL, JsValue::from_str);
-        let called = stub
-            .into_rpc::<SessionRpc>()
-            .session_call(&body, &failpoint);
-        let reply = crate::object_reply::rpc_answer(&cx.meter, called).await?;
+        let to = Target {
+            binding: BINDING,
+            name,
+            method: RPC_METHOD,
+        };
+        let reply = rpc(&cx.env, &cx.meter, to, &body, cx.fail.forward()).await?;
         return Ok(Answer::Reply(sema_core::object_codec::decode(&reply)?));
     }
+    let stub = cx.env.durable_object(BINDING)?.get_by_name(name)?;
     let headers = match cx.fail.forward() {
         Some(name) => {
             // A test's failpoint travels with the call (see `failpoint.rs`).
