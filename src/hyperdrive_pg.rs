@@ -240,17 +240,12 @@ async fn statement(client: &Client, s: &Stmt) -> Result<Outcome, DbError> {
         }
         out.push(to_json(&row)?);
     }
-    if s.is_query() {
-        Ok(Outcome {
-            rows: out,
-            changes: 0,
-        })
-    } else {
-        Ok(Outcome {
-            rows: vec![],
-            changes: rows.rows_affected().unwrap_or(0),
-        })
-    }
+    // A write's rows (`UPDATE … RETURNING`) are kept with its changes.
+    let changes = match s.is_query() {
+        true => 0,
+        false => rows.rows_affected().unwrap_or(0),
+    };
+    Ok(Outcome { rows: out, changes })
 }
 
 /// One batch as one transaction, in one round trip: `BEGIN` (with the statement bounds), every

@@ -1070,8 +1070,10 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
             // Nothing written and nothing read: `Waiting::NOTHING` here is unread, not the run's.
             return Ok(Appended::Seqs(Vec::new(), Waiting::NOTHING));
         }
-        let out = self.exec.batch(&event_sql::append(self.d(), a)).await?;
-        let Some(row) = won(&out, event_sql::APPEND_FENCE, None, "appended run")? else {
+        let d = self.d();
+        let out = self.exec.batch(&event_sql::append(d, a)).await?;
+        let read = event_sql::append_read(d);
+        let Some(row) = won(&out, event_sql::APPEND_FENCE, read, "appended run")? else {
             return Ok(Appended::LeaseLost);
         };
         let last = get_i64(row, "last_seq").map_err(corrupt)?;
@@ -1186,31 +1188,44 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
     }
 
     async fn lease_run(&self, task_id: &str, runner_id: &str, now: i64) -> Result<Option<Lease>> {
+        let d = self.d();
         let out = self
             .exec
-            .batch(&runner_sql::try_lease(self.d(), task_id, runner_id, now))
+            .batch(&runner_sql::try_lease(d, task_id, runner_id, now))
             .await?;
         let Some(r) = won(
             &out,
             runner_sql::LEASE_CAS,
-            Some(runner_sql::LEASE_READ),
+            Some(runner_sql::lease_read(d)),
             "leased run",
         )?
         else {
             return Ok(None);
         };
-        let resume = out
-            .get(runner_sql::LEASE_RESUME)
-            .and_then(|o| o.rows.first())
-            .map(|g| -> Result<Resume> {
-                read_row(g, |c| Resume {
-                    kind: c.str("gate_kind"),
-                    card: c.str("card"),
-                    decision: c.str("decision"),
-                    reason: c.opt_str("reason"),
+        // The decision is a statement of its own (MySQL) or four columns of the lease's row, NULL
+        // when the run resumes from none.
+        let resume_row = match runner_sql::lease_resume(d) {
+            Some(i) => out.get(i).and_then(|o| o.rows.first()),
+            None => Some(r),
+        };
+        let resume = resume_row
+            .map(|g| {
+                read_row(g, |c| {
+                    let kind = c.opt_str("gate_kind");
+                    let (card, decision, reason) = match kind {
+                        Some(_) => (c.str("card"), c.str("decision"), c.opt_str("reason")),
+                        None => Default::default(),
+                    };
+                    kind.map(|kind| Resume {
+                        kind,
+                        card,
+                        decision,
+                        reason,
+                    })
                 })
             })
-            .transpose()?;
+            .transpose()?
+            .flatten();
         read_row(r, |c| Lease {
             task_id: c.str("task_id"),
             session_id: c.str("session_id"),

@@ -6,7 +6,8 @@
 //! life, `heartbeat_at` becomes `now` and the lease is acknowledged; then each event is inserted with
 //! the seq computed from the advanced counter under the same fence. Zero rows changed by the first statement
 //! means the lease was lost and nothing was written. Seqs are therefore gap-free and ordered per run.
-//! The batch ends by reading the counter back with what waits for the holder (cancel, steer).
+//! The counter comes back with what waits for the holder (cancel, steer): from the update itself
+//! (`RETURNING`, SQLite and PostgreSQL) or from a read that ends the batch (MySQL).
 //! A duplicate `event_id` (unique per run) fails the whole batch on `run_event`.
 
 use super::{Dialect, Stmt};
@@ -47,8 +48,22 @@ pub struct Append<'a> {
 pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
     let n = a.events.len() as i64;
     let mut batch = Vec::with_capacity(a.events.len() + 2);
-    batch.push(Stmt::portable(
+    // In SQLite and PostgreSQL the fenced update returns the advanced counter with what waits for
+    // the holder (as the heartbeat reads it: the cancel flag, the count of undelivered steer
+    // messages); MySQL's update returns no rows, so its batch ends with that read instead. Either
+    // way it is read inside the batch's transaction: this batch's counter (the row is still locked
+    // in PostgreSQL and MySQL). A runner that is told nothing waits needs no heartbeat to learn it
+    // (an append is already proof of life).
+    batch.push(Stmt::pick(
         d,
+        "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4, heartbeat_at = ?4, lease_acked = 1 \
+         WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running' \
+         RETURNING last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
+         AND delivered_at IS NULL) AS steer_pending",
+        "UPDATE task_run SET last_seq = last_seq + $3, updated_at = $4, heartbeat_at = $4, lease_acked = 1 \
+         WHERE task_id = $1 AND lease_epoch = $2 AND held_by = $5 AND status = 'running' \
+         RETURNING last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = $1 \
+         AND delivered_at IS NULL) AS steer_pending",
         "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4, heartbeat_at = ?4, lease_acked = 1 \
          WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running'",
         vec![
@@ -86,17 +101,24 @@ pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
             ],
         ));
     }
-    // Read inside the same transaction, so it is this batch's counter (the row is still locked in
-    // PostgreSQL and MySQL), with what waits for the holder as the heartbeat reads it: the cancel
-    // flag and the count of undelivered steer messages. A runner that is told nothing waits needs
-    // no heartbeat to learn it (an append is already proof of life).
-    batch.push(Stmt::portable(
-        d,
-        "SELECT last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
-         AND delivered_at IS NULL) AS steer_pending FROM task_run WHERE task_id = ?1",
-        vec![a.task_id.into()],
-    ));
+    if d == Dialect::Mysql {
+        batch.push(Stmt::portable(
+            d,
+            "SELECT last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
+             AND delivered_at IS NULL) AS steer_pending FROM task_run WHERE task_id = ?1",
+            vec![a.task_id.into()],
+        ));
+    }
     batch
+}
+
+/// Index of the counter and what waits in [`append`]'s batch: the fenced update's own `RETURNING`
+/// in SQLite and PostgreSQL; `None` in MySQL, where it is the batch's last statement.
+pub fn append_read(d: Dialect) -> Option<usize> {
+    match d {
+        Dialect::Mysql => None,
+        _ => Some(APPEND_FENCE),
+    }
 }
 
 /// Most event data one page of events carries, in bytes (the sum of the `data` texts): a page

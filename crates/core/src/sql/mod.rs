@@ -160,6 +160,13 @@ impl Stmt {
         head.starts_with("SELECT") || head.starts_with("WITH")
     }
 
+    /// Whether the statement answers with rows: a query, or a write with a `RETURNING` clause (the
+    /// lease and the append in SQLite and PostgreSQL). An executor reads such a write's rows and
+    /// its changes both.
+    pub fn returns_rows(&self) -> bool {
+        self.is_query() || self.sql.contains(" RETURNING ")
+    }
+
     /// Checks that the placeholders of the text match the parameters for dialect `d` (a test aid).
     pub fn placeholders_match(&self, d: Dialect) -> Result<(), String> {
         let n = self.params.len();
@@ -576,8 +583,14 @@ mod tests {
     fn insert_targets_and_queries_are_recognised() {
         let s = Stmt::new("INSERT INTO task_active (a) VALUES (?1)", vec![]);
         assert_eq!(s.insert_target(), Some("task_active"));
-        assert!(!s.is_query());
+        assert!(!s.is_query() && !s.returns_rows());
         assert!(Stmt::new(" SELECT 1", vec![]).is_query());
+        let returning = Stmt::new("UPDATE t SET a = 1 WHERE b = 2 RETURNING a", vec![]);
+        assert!(!returning.is_query() && returning.returns_rows());
+        for d in [Dialect::Sqlite, Dialect::Postgres] {
+            let lease = &crate::sql::runner_sql::try_lease(d, "t", "r", 1);
+            assert!(lease[crate::sql::runner_sql::lease_read(d)].returns_rows(), "{d:?}");
+        }
     }
 
     #[test]
@@ -743,16 +756,22 @@ mod placeholder_tests {
                 limit: 100,
             },
         ));
-        v.extend(event_sql::append(
-            d,
-            &event_sql::Append {
-                task_id: "t",
-                lease_epoch: 1,
-                runner_id: "r",
-                events: &events,
-                now: 1,
-            },
-        ));
+        // The statements every dialect's batch has: MySQL's append ends with a read, and its lease
+        // reads back in two more, where SQLite's and PostgreSQL's writes return their rows.
+        v.extend(
+            event_sql::append(
+                d,
+                &event_sql::Append {
+                    task_id: "t",
+                    lease_epoch: 1,
+                    runner_id: "r",
+                    events: &events,
+                    now: 1,
+                },
+            )
+            .into_iter()
+            .take(1 + events.len()),
+        );
         v.push(event_sql::events_after(
             d,
             "t",
@@ -814,7 +833,7 @@ mod placeholder_tests {
         v.push(runner_sql::lease_candidates(d, "q", 5));
         v.push(runner_sql::leasable_since(d, 1, 5));
         v.push(runner_sql::release_lease(d, "t", "r", 1, 2));
-        v.extend(runner_sql::try_lease(d, "t", "r", 1));
+        v.extend(runner_sql::try_lease(d, "t", "r", 1).into_iter().take(1));
         v.extend(runner_sql::heartbeat(
             d,
             &runner_sql::Heartbeat {

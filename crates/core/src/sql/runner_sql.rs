@@ -94,39 +94,102 @@ pub fn release_lease(
 
 /// Index of the compare-and-set in [`try_lease`]'s batch: 1 row changed = this runner won the lease.
 pub const LEASE_CAS: usize = 0;
-/// Index of the read-back in [`try_lease`]'s batch (a row only if this runner holds the lease).
-pub const LEASE_READ: usize = 1;
-/// Index of the read of the decision the lease resumes from (its latest resolved gate), if any.
-pub const LEASE_RESUME: usize = 2;
+
+/// Index of the lease's row in [`try_lease`]'s batch (a row only if this runner holds the lease):
+/// the compare-and-set's own `RETURNING` in SQLite and PostgreSQL, a read-back in MySQL (whose
+/// `UPDATE` returns no rows).
+pub fn lease_read(d: Dialect) -> usize {
+    match d {
+        Dialect::Mysql => 1,
+        _ => LEASE_CAS,
+    }
+}
+
+/// Index of the decision the lease resumes from (its latest resolved gate) in [`try_lease`]'s
+/// batch, where it is a statement of its own (MySQL); in SQLite and PostgreSQL its four columns
+/// (`gate_kind`, `card`, `decision`, `reason`, NULL when there is none) are in the lease's row.
+pub fn lease_resume(d: Dialect) -> Option<usize> {
+    match d {
+        Dialect::Mysql => Some(2),
+        _ => None,
+    }
+}
+
+/// The latest resolved gate's column `col` of run `?1`, as a scalar subquery (served by
+/// `uq_gate_checkpoint_task_seq`, as `gate_sql::resume_of`).
+macro_rules! resume_col {
+    ($col:literal, $task:literal) => {
+        concat!(
+            "(SELECT ",
+            $col,
+            " FROM gate_checkpoint WHERE task_id = ",
+            $task,
+            " AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1)"
+        )
+    };
+}
 
 /// Compare-and-set: an unheld running run becomes held by `runner_id` under a new epoch, not yet
-/// acknowledged (`lease_acked = 0`; its holder's first heartbeat or append acknowledges it); then the
-/// lease is read back (only if this runner holds it), with the decision it resumes from (if any).
+/// acknowledged (`lease_acked = 0`; its holder's first heartbeat or append acknowledges it); the
+/// lease comes back only if this runner won it, with what already waits for the new holder (as an
+/// append reads it: a cancel, steer messages queued while the run waited for a runner) and the
+/// decision it resumes from (if any). One statement in SQLite and PostgreSQL (`UPDATE …
+/// RETURNING`, as the floor's one conditional update); three in MySQL (the update, the read-back,
+/// the decision).
 pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<Stmt> {
-    vec![
-        Stmt::portable(
-            d,
-            "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
-             heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
-            vec![task_id.into(), runner_id.into(), now.into()],
-        ),
-        // With what already waits for the new holder (as an append reads it): a cancel, steer
-        // messages queued while the run waited for a runner.
-        Stmt::pick(
-            d,
-            "SELECT task_id, session_id, lease_epoch, objective, meta, last_seq, cancel_requested, \
-             (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending \
-             FROM task_run WHERE task_id = ?1 AND held_by = ?2",
-            "SELECT task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq, cancel_requested, \
-             (SELECT COUNT(*) FROM steer_message WHERE task_id = $1 AND delivered_at IS NULL) AS steer_pending \
-             FROM task_run WHERE task_id = $1 AND held_by = $2",
-            "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq, cancel_requested, \
-             (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending \
-             FROM task_run WHERE task_id = ?1 AND held_by = ?2",
-            vec![task_id.into(), runner_id.into()],
-        ),
-        super::gate_sql::resume_of(d, task_id, runner_id),
-    ]
+    let params = || vec![task_id.into(), runner_id.into(), now.into()];
+    match d {
+        Dialect::Sqlite => vec![Stmt::new(
+            concat!(
+                "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+                 heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL \
+                 RETURNING task_id, session_id, lease_epoch, objective, meta, last_seq, cancel_requested, \
+                 (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending, ",
+                resume_col!("gate_kind", "?1"),
+                " AS gate_kind, ",
+                resume_col!("card", "?1"),
+                " AS card, ",
+                resume_col!("decision", "?1"),
+                " AS decision, ",
+                resume_col!("reason", "?1"),
+                " AS reason"
+            ),
+            params(),
+        )],
+        Dialect::Postgres => vec![Stmt::new(
+            concat!(
+                "UPDATE task_run SET held_by = $2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+                 heartbeat_at = $3, updated_at = $3 WHERE task_id = $1 AND status = 'running' AND held_by IS NULL \
+                 RETURNING task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq, cancel_requested, \
+                 (SELECT COUNT(*) FROM steer_message WHERE task_id = $1 AND delivered_at IS NULL) AS steer_pending, ",
+                resume_col!("gate_kind", "$1"),
+                " AS gate_kind, ",
+                resume_col!("card::text", "$1"),
+                " AS card, ",
+                resume_col!("decision", "$1"),
+                " AS decision, ",
+                resume_col!("reason", "$1"),
+                " AS reason"
+            ),
+            params(),
+        )],
+        Dialect::Mysql => vec![
+            Stmt::portable(
+                d,
+                "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+                 heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL",
+                params(),
+            ),
+            Stmt::portable(
+                d,
+                "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq, \
+                 cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) \
+                 AS steer_pending FROM task_run WHERE task_id = ?1 AND held_by = ?2",
+                vec![task_id.into(), runner_id.into()],
+            ),
+            super::gate_sql::resume_of(d, task_id, runner_id),
+        ],
+    }
 }
 
 /// What a heartbeat carries.

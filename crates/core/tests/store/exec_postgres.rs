@@ -108,11 +108,13 @@ impl Executor for PgExec {
                 .iter()
                 .map(|(p, t)| (p as &(dyn ToSql + Sync), t.clone()))
                 .collect();
-            if s.is_query() {
+            if s.returns_rows() {
                 let rows = tx.query_typed(s.sql.as_ref(), &typed).map_err(db_err)?;
+                // A write's returned rows are the rows it changed (`UPDATE … RETURNING`).
+                let changes = if s.is_query() { 0 } else { rows.len() as u64 };
                 outs.push(Outcome {
                     rows: rows.iter().map(to_json).collect(),
-                    changes: 0,
+                    changes,
                 });
             } else {
                 let changes = tx.execute_typed(s.sql.as_ref(), &typed).map_err(db_err)?;

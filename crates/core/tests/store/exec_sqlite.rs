@@ -70,10 +70,10 @@ fn run_one(conn: &rusqlite::Connection, s: &Stmt) -> Result<Outcome, DbError> {
         }
         out.push(row);
     }
-    Ok(Outcome {
-        rows: out,
-        changes: 0,
-    })
+    drop(rows);
+    // A statement with rows that writes (`UPDATE … RETURNING`) reports its changes, as D1 does.
+    let changes = if st.readonly() { 0 } else { conn.changes() };
+    Ok(Outcome { rows: out, changes })
 }
 
 impl Executor for SqliteExec {

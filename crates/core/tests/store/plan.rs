@@ -712,7 +712,7 @@ fn queue_reads_and_writes_are_served_by_an_index<F: PlanFx>(fx: &F, d: Dialect) 
     stmts.push(("try_lease cas".into(), lease[runner_sql::LEASE_CAS].clone()));
     stmts.push((
         "try_lease read".into(),
-        lease[runner_sql::LEASE_READ].clone(),
+        lease[runner_sql::lease_read(d)].clone(),
     ));
     for (name, stmt) in &stmts {
         fx.assert_served_by_an_index(name, &inlined(d, stmt));
@@ -903,7 +903,7 @@ fn steer_reads(d: Dialect) -> Vec<(String, Stmt)> {
     let lease = runner_sql::try_lease(d, "t", "r", 1);
     reads.push((
         "try_lease read".into(),
-        lease[runner_sql::LEASE_READ].clone(),
+        lease[runner_sql::lease_read(d)].clone(),
     ));
     let beat = runner_sql::heartbeat(d, &BEAT);
     for (what, i) in [
@@ -923,8 +923,11 @@ fn steer_reads(d: Dialect) -> Vec<(String, Stmt)> {
             now: 1,
         },
     );
-    // An append's batch ends with its read (`event_sql::append`).
-    let read = append.last().expect("an append's batch").clone();
+    // The fenced update's own RETURNING, or the read that ends the batch (`event_sql::append_read`).
+    let read = match event_sql::append_read(d) {
+        Some(i) => append[i].clone(),
+        None => append.last().expect("an append's batch").clone(),
+    };
     reads.push(("append read".into(), read));
     let steer = runner_sql::add_steer(d, &STEER);
     reads.push((
