@@ -589,7 +589,10 @@ mod tests {
         assert!(!returning.is_query() && returning.returns_rows());
         for d in [Dialect::Sqlite, Dialect::Postgres] {
             let lease = &crate::sql::runner_sql::try_lease(d, "t", "r", 1);
-            assert!(lease[crate::sql::runner_sql::lease_read(d)].returns_rows(), "{d:?}");
+            assert!(
+                lease[crate::sql::runner_sql::lease_read(d)].returns_rows(),
+                "{d:?}"
+            );
         }
     }
 
