@@ -115,8 +115,8 @@ pub fn lease_resume(d: Dialect) -> Option<usize> {
     }
 }
 
-/// The latest resolved gate's column `col` of run `?1`, as a scalar subquery (served by
-/// `uq_gate_checkpoint_task_seq`, as `gate_sql::resume_of`).
+/// The latest resolved gate's column `col` of run `task` (a placeholder), as a scalar subquery
+/// (served by `uq_gate_checkpoint_task_seq`, as `gate_sql::resume_of`).
 macro_rules! resume_col {
     ($col:literal, $task:literal) => {
         concat!(
@@ -125,6 +125,37 @@ macro_rules! resume_col {
             " FROM gate_checkpoint WHERE task_id = ",
             $task,
             " AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1)"
+        )
+    };
+}
+
+/// The lease's compare-and-set returning its row, for the dialects with `UPDATE … RETURNING`:
+/// placeholders `task`, `runner` and `now`, and how `meta` and a gate's `card` are read as text.
+macro_rules! lease_returning {
+    ($task:literal, $runner:literal, $now:literal, $meta:literal, $card:literal) => {
+        concat!(
+            "UPDATE task_run SET held_by = ",
+            $runner,
+            ", lease_epoch = lease_epoch + 1, lease_acked = 0, heartbeat_at = ",
+            $now,
+            ", updated_at = ",
+            $now,
+            " WHERE task_id = ",
+            $task,
+            " AND status = 'running' AND held_by IS NULL \
+             RETURNING task_id, session_id, lease_epoch, objective, ",
+            $meta,
+            ", last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ",
+            $task,
+            " AND delivered_at IS NULL) AS steer_pending, ",
+            resume_col!("gate_kind", $task),
+            " AS gate_kind, ",
+            resume_col!($card, $task),
+            " AS card, ",
+            resume_col!("decision", $task),
+            " AS decision, ",
+            resume_col!("reason", $task),
+            " AS reason"
         )
     };
 }
@@ -140,37 +171,11 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
     let params = || vec![task_id.into(), runner_id.into(), now.into()];
     match d {
         Dialect::Sqlite => vec![Stmt::new(
-            concat!(
-                "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
-                 heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL \
-                 RETURNING task_id, session_id, lease_epoch, objective, meta, last_seq, cancel_requested, \
-                 (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending, ",
-                resume_col!("gate_kind", "?1"),
-                " AS gate_kind, ",
-                resume_col!("card", "?1"),
-                " AS card, ",
-                resume_col!("decision", "?1"),
-                " AS decision, ",
-                resume_col!("reason", "?1"),
-                " AS reason"
-            ),
+            lease_returning!("?1", "?2", "?3", "meta", "card"),
             params(),
         )],
         Dialect::Postgres => vec![Stmt::new(
-            concat!(
-                "UPDATE task_run SET held_by = $2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
-                 heartbeat_at = $3, updated_at = $3 WHERE task_id = $1 AND status = 'running' AND held_by IS NULL \
-                 RETURNING task_id, session_id, lease_epoch, objective, meta::text AS meta, last_seq, cancel_requested, \
-                 (SELECT COUNT(*) FROM steer_message WHERE task_id = $1 AND delivered_at IS NULL) AS steer_pending, ",
-                resume_col!("gate_kind", "$1"),
-                " AS gate_kind, ",
-                resume_col!("card::text", "$1"),
-                " AS card, ",
-                resume_col!("decision", "$1"),
-                " AS decision, ",
-                resume_col!("reason", "$1"),
-                " AS reason"
-            ),
+            lease_returning!("$1", "$2", "$3", "meta::text AS meta", "card::text"),
             params(),
         )],
         Dialect::Mysql => vec![
