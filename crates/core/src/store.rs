@@ -805,6 +805,17 @@ fn won<'o>(
         .ok_or_else(|| corrupt(format!("{what} vanished")))
 }
 
+/// The decision a lease resumes from, from a row with `gate_kind`, `card`, `decision` and `reason`
+/// (`None` when `gate_kind` is NULL: the run resumes from no gate).
+fn resume_in(c: &mut Cols<'_>) -> Option<Resume> {
+    Some(Resume {
+        kind: c.opt_str("gate_kind")?,
+        card: c.str("card"),
+        decision: c.str("decision"),
+        reason: c.opt_str("reason"),
+    })
+}
+
 /// What waits for a run's holder, from a row with `cancel_requested` and `steer_pending` (the
 /// heartbeat's, an append's and a lease's reads).
 fn waiting(row: &Row) -> Result<Waiting> {
@@ -1208,24 +1219,10 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             Some(i) => out.get(i).and_then(|o| o.rows.first()),
             None => Some(r),
         };
-        let resume = resume_row
-            .map(|g| {
-                read_row(g, |c| {
-                    let kind = c.opt_str("gate_kind");
-                    let (card, decision, reason) = match kind {
-                        Some(_) => (c.str("card"), c.str("decision"), c.opt_str("reason")),
-                        None => Default::default(),
-                    };
-                    kind.map(|kind| Resume {
-                        kind,
-                        card,
-                        decision,
-                        reason,
-                    })
-                })
-            })
-            .transpose()?
-            .flatten();
+        let resume = match resume_row {
+            Some(g) => read_row(g, resume_in)?,
+            None => None,
+        };
         read_row(r, |c| Lease {
             task_id: c.str("task_id"),
             session_id: c.str("session_id"),
