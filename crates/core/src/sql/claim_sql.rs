@@ -69,7 +69,7 @@ pub const SWEEP_DELETE: usize = 4;
 /// is a multi-table `UPDATE … STRAIGHT_JOIN`, pinned to start from the small side (on small tables
 /// the optimizer may otherwise start from `task_active` and lock claims outside the window).
 fn mysql_twin(d: Dialect, sql: &'static str, mysql: &'static str, params: Vec<SqlValue>) -> Stmt {
-    match d {
+    match d.built() {
         Dialect::Mysql => Stmt::portable(d, mysql, params),
         _ => Stmt::portable(d, sql, params),
     }

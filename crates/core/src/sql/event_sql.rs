@@ -101,7 +101,7 @@ pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
             ],
         ));
     }
-    if d == Dialect::Mysql {
+    if d.built() == Dialect::Mysql {
         batch.push(Stmt::portable(
             d,
             "SELECT last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
@@ -115,7 +115,7 @@ pub fn append(d: Dialect, a: &Append<'_>) -> Vec<Stmt> {
 /// Index of the counter and what waits in [`append`]'s batch: the fenced update's own `RETURNING`
 /// in SQLite and PostgreSQL; `None` in MySQL, where it is the batch's last statement.
 pub fn append_read(d: Dialect) -> Option<usize> {
-    match d {
+    match d.built() {
         Dialect::Mysql => None,
         _ => Some(APPEND_FENCE),
     }

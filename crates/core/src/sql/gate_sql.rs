@@ -183,7 +183,7 @@ pub fn list_pending(
     cursor: Option<(i64, &str)>,
     limit: i64,
 ) -> Stmt {
-    let cols = match d {
+    let cols = match d.built() {
         Dialect::Sqlite => gate_cols!(sqlite),
         Dialect::Postgres => gate_cols!(postgres),
         Dialect::Mysql => gate_cols!(mysql),

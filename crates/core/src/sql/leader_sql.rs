@@ -124,7 +124,7 @@ pub fn list(
     cursor: Option<(i64, &str)>,
     limit: i64,
 ) -> Stmt {
-    let cols = match d {
+    let cols = match d.built() {
         Dialect::Sqlite => leader_cols!(sqlite),
         Dialect::Postgres => leader_cols!(postgres),
         Dialect::Mysql => leader_cols!(mysql),

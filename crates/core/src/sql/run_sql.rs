@@ -66,23 +66,20 @@ pub struct TaskGuard {
 impl TaskGuard {
     /// The condition, its task id bound at `?{at}` (`$at` for PostgreSQL).
     fn fragment(&self, d: Dialect, at: usize) -> String {
-        let mark = if d == Dialect::Postgres { '$' } else { '?' };
+        let mark = if d.built() == Dialect::Postgres {
+            '$'
+        } else {
+            '?'
+        };
         format!(
             " AND EXISTS (SELECT 1 FROM {} WHERE task_id = {mark}{at})",
             self.table
         )
     }
 
-    /// `texts` with the condition appended, their task id bound at `?{at}`.
-    fn append(&self, d: Dialect, texts: [&str; 3], at: usize, params: Vec<SqlValue>) -> Stmt {
-        let [lite, pg, my] = texts;
-        Stmt::pick_owned(
-            d,
-            format!("{lite}{}", self.fragment(Dialect::Sqlite, at)),
-            format!("{pg}{}", self.fragment(Dialect::Postgres, at)),
-            format!("{my}{}", self.fragment(Dialect::Mysql, at)),
-            params,
-        )
+    /// `text` (this dialect's) with the condition appended, their task id bound at `?{at}`.
+    fn append(&self, d: Dialect, text: &str, at: usize, params: Vec<SqlValue>) -> Stmt {
+        Stmt::composed(d, |d| format!("{text}{}", self.fragment(d, at)), params)
     }
 }
 
@@ -92,9 +89,9 @@ impl TaskGuard {
 pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Vec<Stmt> {
     let owner = SqlValue::from(r.owner);
     // A statement under the guard (when there is one), its task id bound at `?{at}`.
-    let stmt = |texts: [&'static str; 3], at: usize, params: Vec<SqlValue>| match guard {
-        None => Stmt::pick(d, texts[0], texts[1], texts[2], params),
-        Some(g) => g.append(d, texts, at, params),
+    let stmt = |text: &'static str, at: usize, params: Vec<SqlValue>| match guard {
+        None => Stmt::chosen(d, text, params),
+        Some(g) => g.append(d, text, at, params),
     };
     let session = match guard {
         None => Stmt::pick(
@@ -109,41 +106,44 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
              ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
             vec![r.session_id.into(), owner.clone(), r.now.into()],
         ),
-        Some(g) => {
-            let [lite, pg, my] = [Dialect::Sqlite, Dialect::Postgres, Dialect::Mysql]
-                .map(|dialect| g.fragment(dialect, 4));
-            Stmt::pick_owned(
-                d,
-                format!(
-                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
-                     SELECT ?1, ?2, ?3, ?3 WHERE 1 = 1{lite} \
-                     ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at \
-                     WHERE session.owner IS excluded.owner"
-                ),
-                format!(
-                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
-                     SELECT $1::varchar, $2::varchar, $3::bigint, $3::bigint WHERE 1 = 1{pg} \
-                     ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at \
-                     WHERE session.owner IS NOT DISTINCT FROM EXCLUDED.owner"
-                ),
-                format!(
-                    "INSERT INTO session (session_id, owner, created_at, updated_at) \
-                     SELECT ?1, ?2, ?3, ?3 FROM DUAL WHERE 1 = 1{my} \
-                     ON DUPLICATE KEY UPDATE updated_at = IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)"
-                ),
-                vec![
-                    r.session_id.into(),
-                    owner.clone(),
-                    r.now.into(),
-                    r.task_id.into(),
-                ],
-            )
-        }
+        Some(g) => Stmt::composed(
+            d,
+            |d| {
+                // The upsert's head and tail, the guard between them.
+                let [head, tail] = d.of([
+                    [
+                        "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                         SELECT ?1, ?2, ?3, ?3 WHERE 1 = 1",
+                        " ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at \
+                         WHERE session.owner IS excluded.owner",
+                    ],
+                    [
+                        "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                         SELECT $1::varchar, $2::varchar, $3::bigint, $3::bigint WHERE 1 = 1",
+                        " ON CONFLICT (session_id) DO UPDATE SET updated_at = EXCLUDED.updated_at \
+                         WHERE session.owner IS NOT DISTINCT FROM EXCLUDED.owner",
+                    ],
+                    [
+                        "INSERT INTO session (session_id, owner, created_at, updated_at) \
+                         SELECT ?1, ?2, ?3, ?3 FROM DUAL WHERE 1 = 1",
+                        " ON DUPLICATE KEY UPDATE updated_at = \
+                         IF(owner <=> VALUES(owner), VALUES(updated_at), updated_at)",
+                    ],
+                ]);
+                format!("{head}{}{tail}", g.fragment(d, 4))
+            },
+            vec![
+                r.session_id.into(),
+                owner.clone(),
+                r.now.into(),
+                r.task_id.into(),
+            ],
+        ),
     };
     let mut batch = vec![
         session,
         stmt(
-            ["INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
+            d.of(["INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
              objective_preview, meta, heartbeat_at, created_at, updated_at, queue) \
              SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner IS ?3)",
@@ -155,7 +155,7 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
             "INSERT INTO task_run (task_id, session_id, owner, instance_id, status, objective, \
              objective_preview, meta, heartbeat_at, created_at, updated_at, queue) \
              SELECT ?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?8, ?8, ?9 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)"],
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?2 AND owner <=> ?3)"]),
             1,
             vec![
                 r.task_id.into(),
@@ -170,20 +170,20 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
             ],
         ),
         stmt(
-            ["INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
+            d.of(["INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner IS ?4)",
             "INSERT INTO task_active (session_id, task_id, created_at) \
              SELECT $1::varchar, $2::varchar, $3::bigint \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $1::varchar AND owner IS NOT DISTINCT FROM $4::varchar)",
             "INSERT INTO task_active (session_id, task_id, created_at) SELECT ?1, ?2, ?3 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner <=> ?4)"],
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?1 AND owner <=> ?4)"]),
             2,
             vec![r.session_id.into(), r.task_id.into(), r.now.into(), owner.clone()],
         ),
     ];
     if let Some((key, fingerprint, status, body)) = r.idempotency {
         batch.push(stmt(
-            ["INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
+            d.of(["INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
              response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner IS ?2)",
             "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
@@ -192,7 +192,7 @@ pub fn admit_guarded(d: Dialect, r: &NewRun<'_>, guard: Option<TaskGuard>) -> Ve
              WHERE EXISTS (SELECT 1 FROM session WHERE session_id = $8::varchar AND owner IS NOT DISTINCT FROM $2::varchar)",
             "INSERT INTO idempotency_key (scoped_key, owner, fingerprint, task_id, response_status, \
              response_body, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 FROM DUAL \
-             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner <=> ?2)"],
+             WHERE EXISTS (SELECT 1 FROM session WHERE session_id = ?8 AND owner <=> ?2)"]),
             4,
             vec![
                 key.into(),
@@ -552,7 +552,7 @@ pub fn list_runs(
     cursor: Option<(i64, &str)>,
     limit: i64,
 ) -> Stmt {
-    let cols = match d {
+    let cols = match d.built() {
         Dialect::Sqlite => run_cols!(sqlite),
         Dialect::Postgres => run_cols!(postgres),
         Dialect::Mysql => run_cols!(mysql),

@@ -99,7 +99,7 @@ pub const LEASE_CAS: usize = 0;
 /// the compare-and-set's own `RETURNING` in SQLite and PostgreSQL, a read-back in MySQL (whose
 /// `UPDATE` returns no rows).
 pub fn lease_read(d: Dialect) -> usize {
-    match d {
+    match d.built() {
         Dialect::Mysql => 1,
         _ => LEASE_CAS,
     }
@@ -109,7 +109,7 @@ pub fn lease_read(d: Dialect) -> usize {
 /// batch, where it is a statement of its own (MySQL); in SQLite and PostgreSQL its four columns
 /// (`gate_kind`, `card`, `decision`, `reason`, NULL when there is none) are in the lease's row.
 pub fn lease_resume(d: Dialect) -> Option<usize> {
-    match d {
+    match d.built() {
         Dialect::Mysql => Some(2),
         _ => None,
     }
@@ -169,7 +169,7 @@ macro_rules! lease_returning {
 /// the decision).
 pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<Stmt> {
     let params = || vec![task_id.into(), runner_id.into(), now.into()];
-    match d {
+    match d.built() {
         Dialect::Sqlite => vec![Stmt::new(
             lease_returning!("?1", "?2", "?3", "meta", "card"),
             params(),

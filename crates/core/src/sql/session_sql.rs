@@ -28,7 +28,7 @@ const LIVE: &str = "('running','suspended','needs_review')";
 
 /// Columns of a session's face, `card` being the expression of the pending gate's card.
 fn view_head(d: Dialect, full_card: bool) -> String {
-    let card = match (d, full_card) {
+    let card = match (d.built(), full_card) {
         (Dialect::Sqlite, true) => "g.card",
         (Dialect::Sqlite, false) => "substr(g.card, 1, 400)",
         (Dialect::Postgres, true) => "g.card::text",
@@ -215,7 +215,7 @@ pub fn delete_session(d: Dialect, s: &SessionDelete<'_>) -> Vec<Stmt> {
 
 /// [`Stmt::portable`] for a text composed at run time.
 fn portable_owned(d: Dialect, sql: String, params: Vec<super::SqlValue>) -> Stmt {
-    match d {
+    match d.built() {
         Dialect::Sqlite => Stmt::new(sql, params),
         _ => Stmt::rendered(d, &sql, params),
     }
