@@ -506,7 +506,7 @@ impl DispatchDo {
                 return served;
             }
             let landed =
-                futures_util::future::join_all(pushes.into_iter().map(|p| self.push(cx, p))).await;
+                sema_core::concurrent::join_all(pushes.into_iter().map(|p| self.push(cx, p))).await;
             self.arm().await;
             if landed.iter().all(|l| *l) {
                 return served;

@@ -14,9 +14,9 @@
 //! logged and counted, never swallowed.
 
 use crate::{cx::Cx, failure::Failure, platform, session_do::client};
-use futures_util::future::join_all;
 use sema_core::{
     admission::AdmitInput,
+    concurrent::join_all,
     ids::TaskId,
     leader::{self, LeaderFinish},
     leader_drive::{self, ChildState},

@@ -17,6 +17,7 @@ use crate::{
     config, cx::Cx, dispatch_do, failure::Failure, leader_driver, platform, session_do::client,
 };
 use sema_core::{
+    concurrent::join_bounded,
     dispatch::{self, DispatchCall, DispatchReply, Ready},
     ids::TaskId,
     reaper::{self, Cutoffs, TickSummary},
@@ -109,12 +110,19 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
         .await?;
     s.pages += 1;
     s.runs_announced = leasable.len();
-    let mut by_queue: std::collections::BTreeMap<String, Vec<Ready>> = Default::default();
+    // Grouped by queue, each queue's runs in the order read (oldest first).
+    let mut leasable = leasable;
+    leasable.sort_by(|a, b| a.queue.cmp(&b.queue));
+    let mut by_queue: Vec<(String, Vec<Ready>)> = Vec::new();
     for r in leasable {
-        by_queue.entry(r.queue).or_default().push(Ready {
+        let ready = Ready {
             since: r.created_at,
             task_id: r.task_id,
-        });
+        };
+        match by_queue.last_mut() {
+            Some((queue, runs)) if *queue == r.queue => runs.push(ready),
+            _ => by_queue.push((r.queue, vec![ready])),
+        }
     }
     for (queue, runs) in by_queue {
         s.queues_told += 1;
@@ -253,12 +261,11 @@ async fn release_passes(
 /// another. A notice that fails is counted and logged; the object's own alarm looks at D1 again
 /// later, so a lost notice delays the object's view, never a submission.
 async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
-    use futures_util::StreamExt;
     let started = platform::now_ms();
     let pairs = reaper::to_notify(notify);
     s.sessions_told += pairs.len();
-    let failures: Vec<String> = futures_util::stream::iter(pairs)
-        .map(|pair| async move {
+    let told = join_bounded(
+        pairs.into_iter().map(|pair| async move {
             let call = SessionCall::RunEnded {
                 task_id: pair.task_id.clone(),
             };
@@ -266,11 +273,11 @@ async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
                 Ok(_) => None,
                 Err(f) => Some(format!("telling session {} failed: {f:?}", pair.session_id)),
             }
-        })
-        .buffer_unordered(TELL_AT_ONCE)
-        .filter_map(|failed| async move { failed })
-        .collect()
-        .await;
+        }),
+        TELL_AT_ONCE,
+    )
+    .await;
+    let failures: Vec<String> = told.into_iter().flatten().collect();
     s.notify_failures += failures.len();
     s.notify_ms += platform::now_ms() - started;
     for f in failures {

@@ -21,7 +21,7 @@
 
 use crate::{error::ApiError, store::Lease};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{HashSet, VecDeque};
 
 /// The Worker's binding of the dispatcher object class.
 pub const BINDING: &str = "DISPATCH";
@@ -193,7 +193,9 @@ pub fn every_message_text() -> String {
 /// The runs a dispatcher knows to be leasable, oldest first, bounded, with whether D1 may hold more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backlog {
-    ready: BTreeSet<Ready>,
+    /// Sorted, oldest first (a run noticed now is the newest: it goes to the back). A deque rather
+    /// than an ordered set: the same operations on a bounded list, with a fraction of the code.
+    ready: VecDeque<Ready>,
     /// The task ids in `ready` (a run is remembered once, at its first `since`).
     ids: HashSet<String>,
     /// D1 may hold leasable runs this memory does not: refill before trusting an empty backlog.
@@ -212,7 +214,7 @@ impl Backlog {
     /// A new dispatcher knows nothing yet: cold.
     pub fn new() -> Self {
         Self {
-            ready: BTreeSet::new(),
+            ready: VecDeque::new(),
             ids: HashSet::new(),
             cold: true,
             read_once: false,
@@ -243,11 +245,12 @@ impl Backlog {
     pub fn add(&mut self, runs: impl IntoIterator<Item = Ready>) {
         for r in runs {
             if self.ids.insert(r.task_id.clone()) {
-                self.ready.insert(r);
+                let at = self.ready.partition_point(|older| *older < r);
+                self.ready.insert(at, r);
             }
         }
         while self.ready.len() > BACKLOG_MAX {
-            if let Some(r) = self.ready.pop_last() {
+            if let Some(r) = self.ready.pop_back() {
                 self.ids.remove(&r.task_id);
             }
             self.cold = true;
@@ -264,7 +267,7 @@ impl Backlog {
 
     /// The oldest leasable run, removed.
     pub fn pop(&mut self) -> Option<Ready> {
-        let r = self.ready.pop_first()?;
+        let r = self.ready.pop_front()?;
         self.ids.remove(&r.task_id);
         Some(r)
     }

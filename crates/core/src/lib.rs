@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod answer;
 pub mod auth;
+pub mod concurrent;
 pub mod conflict;
 pub mod console;
 pub mod dispatch;

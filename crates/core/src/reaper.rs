@@ -9,7 +9,6 @@
 
 use crate::{liveness::Staleness, store::SessionTask};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// Rows one page of a pass may change.
 pub const PAGE: i64 = 100;
@@ -58,12 +57,10 @@ pub fn page_id(tick: &str, pass: &str, page: u32) -> String {
 
 /// The sessions whose object must hear that a run ended: each (session, task) once, in order.
 pub fn to_notify<'a>(pairs: impl IntoIterator<Item = &'a SessionTask>) -> Vec<SessionTask> {
+    let mut pairs: Vec<SessionTask> = pairs.into_iter().cloned().collect();
+    pairs.sort();
+    pairs.dedup();
     pairs
-        .into_iter()
-        .cloned()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
 }
 
 /// What one tick did: logged as one structured line and kept in the tick log.
