@@ -3,10 +3,12 @@
 //! Integers are bound as JS numbers and must lie within ±2^53 (checked: D1 would otherwise round them
 //! silently). A batch runs as one transaction: it commits whole or not at all.
 //!
-//! Results are read in one call: the runtime turns the whole batch's result into JSON text
-//! (`JSON.stringify`, native) and serde_json parses it here. worker's `D1Result` walks each row and
-//! the whole `meta` object field by field across the wasm boundary (`serde_wasm_bindgen`), which a
-//! CPU profile of submit → lease put at ~4% of the isolate's busy time.
+//! Results are read in one call: a snippet of JavaScript keeps the parts read (rows, error, and two
+//! of `meta`'s counts) and turns the whole batch's result into JSON text (`JSON.stringify`,
+//! native); serde_json parses it here, into the tree whose objects are the rows (moved out of it,
+//! not copied). worker's `D1Result` walks each row and the whole `meta` object field by field
+//! across the wasm boundary (`serde_wasm_bindgen`), which a CPU profile of submit → lease put at
+//! ~4% of the isolate's busy time.
 //!
 //! Before its first statement in an isolate, the executor reads wrangler's migration ledger and
 //! refuses with [`DbError::SchemaMismatch`] (a 503 `store.schema_mismatch`) unless the database is
@@ -17,9 +19,9 @@ use sema_core::{
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
     store::Executor,
 };
-use serde::Deserialize;
+use serde_json::Value;
 use std::{cell::Cell, rc::Rc};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
 use worker::{wasm_bindgen_futures::JsFuture, worker_sys, D1Database, D1PreparedStatement, Env};
 
 thread_local! {
@@ -140,44 +142,80 @@ fn rejected(e: JsValue) -> DbError {
     classify_sqlite_error(&text)
 }
 
-/// One statement's result as D1 hands it over (the fields read; the rest of `meta` is skipped).
-#[derive(Deserialize)]
+/// One statement's result as [`d1_text`] hands it over: its rows, `meta`'s two counts, its error.
 struct RawResult {
-    #[serde(default)]
     results: Vec<Row>,
-    #[serde(default)]
-    meta: RawMeta,
-    #[serde(default)]
+    changes: Option<u64>,
+    rows_read: Option<u64>,
     error: Option<String>,
 }
 
-#[derive(Deserialize, Default)]
-struct RawMeta {
-    #[serde(default)]
-    changes: Option<u64>,
-    #[serde(default)]
-    rows_read: Option<u64>,
+/// D1's result could not be read: `what` says which part.
+fn unreadable(what: &str) -> DbError {
+    DbError::Other(format!("D1's result could not be read: {what}"))
 }
 
-/// Awaits a D1 promise and reads its result (one statement's, or a batch's array of them) as JSON.
-async fn settled<T: for<'de> Deserialize<'de>>(promise: js_sys::Promise) -> Result<T, DbError> {
+impl RawResult {
+    /// Reads one statement's result from its parsed JSON, taking its rows out of the tree (moved,
+    /// not copied). Missing parts read as absent.
+    fn take(v: Value) -> Result<Self, DbError> {
+        let Value::Object(mut m) = v else {
+            return Err(unreadable("a result that is not an object"));
+        };
+        let results = match m.remove("results") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(rows)) => rows
+                .into_iter()
+                .map(|r| match r {
+                    Value::Object(row) => Ok(row),
+                    _ => Err(unreadable("a row that is not an object")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(unreadable("results that are not an array")),
+        };
+        let count = |name: &str| m.get(name).and_then(Value::as_u64);
+        Ok(Self {
+            results,
+            changes: count("changes"),
+            rows_read: count("rows_read"),
+            error: match m.remove("error") {
+                Some(Value::String(e)) => Some(e),
+                _ => None,
+            },
+        })
+    }
+}
+
+#[wasm_bindgen(inline_js = "function one(r) {
+  const m = r.meta || {};
+  return { results: r.results, changes: m.changes, rows_read: m.rows_read, error: r.error };
+}
+export function d1_text(r) {
+  return JSON.stringify(Array.isArray(r) ? r.map(one) : one(r));
+}")]
+extern "C" {
+    /// The JSON text of a D1 result (one statement's, or a batch's array of them) with only the
+    /// parts [`RawResult`] reads: its rows, error, and `meta`'s two counts, lifted beside them.
+    #[wasm_bindgen(catch)]
+    fn d1_text(result: &JsValue) -> Result<String, JsValue>;
+}
+
+/// Awaits a D1 promise and parses its result as JSON ([`d1_text`]), with the program's one JSON
+/// parser (`serde_json::Value`'s).
+async fn settled(promise: js_sys::Promise) -> Result<Value, DbError> {
     let value = JsFuture::from(promise).await.map_err(rejected)?;
-    let text = js_sys::JSON::stringify(&value)
-        .map_err(rejected)?
-        .as_string()
-        .ok_or_else(|| DbError::Other("D1 answered with no result".into()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| DbError::Other(format!("D1's result could not be read: {e}")))
+    let text = d1_text(&value).map_err(rejected)?;
+    serde_json::from_str(&text).map_err(|e| unreadable(&e.to_string()))
 }
 
 fn outcome(result: RawResult, meter: &Meter) -> Result<Outcome, DbError> {
     if let Some(err) = result.error {
         return Err(classify_sqlite_error(&err));
     }
-    meter.read(result.meta.rows_read.unwrap_or(0) as usize);
+    meter.read(result.rows_read.unwrap_or(0) as usize);
     Ok(Outcome {
         rows: result.results,
-        changes: result.meta.changes.unwrap_or(0),
+        changes: result.changes.unwrap_or(0),
     })
 }
 
@@ -209,7 +247,7 @@ impl D1Exec {
 
 /// Runs one prepared statement (`all`: its rows and meta).
 async fn all(stmt: &D1PreparedStatement) -> Result<RawResult, DbError> {
-    settled(stmt.inner().all().map_err(rejected)?).await
+    RawResult::take(settled(stmt.inner().all().map_err(rejected)?).await?)
 }
 
 /// The bench-only distance to D1's primary (feature `bench-d1-distance`): waited before every
@@ -241,10 +279,12 @@ impl Executor for D1Exec {
             .map(|s| JsValue::from(s.inner()))
             .collect::<js_sys::Array>();
         let db: &worker_sys::D1Database = self.db.as_ref().unchecked_ref();
-        let results: Vec<RawResult> = settled(db.batch(statements).map_err(rejected)?).await?;
+        let Value::Array(results) = settled(db.batch(statements).map_err(rejected)?).await? else {
+            return Err(unreadable("a batch's result that is not an array"));
+        };
         results
             .into_iter()
-            .map(|r| outcome(r, &self.meter))
+            .map(|r| outcome(RawResult::take(r)?, &self.meter))
             .collect()
     }
 
