@@ -279,7 +279,7 @@ impl DispatchDo {
             let store = match cx.store() {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    worker::console_error!("dispatch reclaim: {e:?}");
+                    worker::console_error!("dispatch reclaim: {e}");
                     None
                 }
             };
@@ -290,7 +290,7 @@ impl DispatchDo {
                         .release_lease(&h.ready.task_id, runner, *epoch, now)
                         .await
                         .unwrap_or_else(|e| {
-                            worker::console_error!("dispatch release: {e:?}");
+                            worker::console_error!("dispatch release: {e}");
                             false
                         }),
                     (Some(_), None) => false,
@@ -333,7 +333,7 @@ impl DispatchDo {
             .await
         {
             Ok(()) => self.alarm_at.set(Some(now + offset)),
-            Err(e) => worker::console_error!("dispatch alarm: {e:?}"),
+            Err(e) => worker::console_error!("dispatch alarm: {e}"),
         }
     }
 
@@ -619,8 +619,8 @@ impl DispatchDo {
             Ok(store) => store
                 .release_lease(&ready.task_id, runner_id, lease_epoch, platform::now_ms())
                 .await
-                .map_err(|e| format!("{e:?}")),
-            Err(e) => Err(format!("{e:?}")),
+                .map_err(|e| format!("{e}")),
+            Err(e) => Err(format!("{e}")),
         };
         match released {
             Ok(true) => self.backlog.borrow_mut().add([ready]),
@@ -740,7 +740,7 @@ impl DispatchDo {
         let cx = Cx::new(self.env.clone());
         if let Err(f) = self.refill_if_cold(&cx).await {
             // The socket stays in line; the next notice or ready serves it.
-            worker::console_error!("dispatch refill: {f:?}");
+            worker::console_error!("dispatch refill: {f}");
         }
         self.serve(&cx, usize::MAX).await;
         self.reclaim(&cx).await;
@@ -800,8 +800,11 @@ pub async fn announce(env: &Env, queue: &str, runs: Vec<Ready>) {
     };
     match call(&cx, queue, &notice).await {
         Ok(DispatchReply::Noted { .. }) => {}
-        Ok(other) => worker::console_error!("dispatch notice to {queue}: {other:?}"),
-        Err(f) => worker::console_error!("dispatch notice to {queue} failed: {f:?}"),
+        Ok(other) => worker::console_error!(
+            "dispatch notice to {queue}: reply {}",
+            sema_core::object_codec::encode(&other)
+        ),
+        Err(f) => worker::console_error!("dispatch notice to {queue} failed: {f}"),
     }
 }
 
@@ -811,7 +814,7 @@ pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
     let run = match cx.store() {
         Ok(store) => store.get_run(task_id).await,
         Err(e) => {
-            worker::console_error!("dispatch notice for {task_id}: {e:?}");
+            worker::console_error!("dispatch notice for {task_id}: {e}");
             return;
         }
     };
@@ -824,7 +827,7 @@ pub async fn announce_run(env: &Env, task_id: &str, since: i64) {
             announce(env, &run.queue, runs).await;
         }
         Ok(None) => {}
-        Err(e) => worker::console_error!("dispatch notice for {task_id}: {e:?}"),
+        Err(e) => worker::console_error!("dispatch notice for {task_id}: {e}"),
     }
 }
 
@@ -840,8 +843,8 @@ async fn write_lease(
         Ok(store) => store
             .lease_run(task_id, runner_id, now)
             .await
-            .map_err(|e| format!("{e:?}")),
-        Err(e) => Err(format!("{e:?}")),
+            .map_err(|e| format!("{e}")),
+        Err(e) => Err(format!("{e}")),
     }
 }
 

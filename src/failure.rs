@@ -11,6 +11,16 @@ pub enum Failure {
     Infra(String),
 }
 
+/// As logged: a refusal's status, code and message, or our cause.
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Api(e) => write!(f, "refused: {e}"),
+            Self::Infra(cause) => f.write_str(cause),
+        }
+    }
+}
+
 impl Failure {
     /// The session object's reply for this failure.
     pub fn into_reply(self) -> SessionReply {

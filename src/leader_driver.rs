@@ -46,7 +46,7 @@ pub async fn after_child_change(cx: &Cx, session_id: &str) {
         return;
     };
     if let Err(f) = drive(cx, id).await {
-        worker::console_error!("leader {id}: drive after a child's change failed: {f:?}");
+        worker::console_error!("leader {id}: drive after a child's change failed: {f}");
     }
 }
 

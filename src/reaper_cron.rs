@@ -36,7 +36,7 @@ pub async fn tick(env: Env) {
             "{}",
             serde_json::json!({ "event": "reaper.tick", "summary": summary })
         ),
-        Err(f) => worker::console_error!("reaper tick failed: {f:?}"),
+        Err(f) => worker::console_error!("reaper tick failed: {f}"),
     }
 }
 
@@ -98,7 +98,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
             }
             Err(f) => {
                 s.leader_drive_failures += 1;
-                worker::console_error!("reaper: driving leader {id} failed: {f:?}");
+                worker::console_error!("reaper: driving leader {id} failed: {f}");
             }
         }
     }
@@ -134,7 +134,11 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
             Ok(DispatchReply::Noted { .. }) => {}
             other => {
                 s.announce_failures += 1;
-                worker::console_error!("reaper: announcing to queue {queue}: {other:?}");
+                let why = match other {
+                    Ok(reply) => format!("reply {}", sema_core::object_codec::encode(&reply)),
+                    Err(f) => f.to_string(),
+                };
+                worker::console_error!("reaper: announcing to queue {queue}: {why}");
             }
         }
     }
@@ -175,7 +179,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
             }
             Err(e) => {
                 s.retention_failed = true;
-                worker::console_error!("reaper: retention pass failed: {e:?}");
+                worker::console_error!("reaper: retention pass failed: {e}");
             }
         }
         s.pages += 1;
@@ -271,7 +275,7 @@ async fn tell_sessions(cx: &Cx, s: &mut TickSummary, notify: &[SessionTask]) {
             };
             match client::call(cx, &pair.session_id, &call).await {
                 Ok(_) => None,
-                Err(f) => Some(format!("telling session {} failed: {f:?}", pair.session_id)),
+                Err(f) => Some(format!("telling session {} failed: {f}", pair.session_id)),
             }
         }),
         TELL_AT_ONCE,

@@ -47,7 +47,8 @@ pub async fn queue(cx: &Cx, queue: &str) -> Result<Outgoing, Failure> {
             .to_string(),
         )),
         other => Err(Failure::Infra(format!(
-            "unexpected dispatch reply {other:?}"
+            "unexpected dispatch reply {}",
+            sema_core::object_codec::encode(&other)
         ))),
     }
 }

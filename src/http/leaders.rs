@@ -77,7 +77,7 @@ pub async fn submit(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Ou
     if admission.created {
         // Start the first children now; if this fails the cron drives it on its next tick.
         if let Err(f) = leader_driver::drive(cx, &leader_id).await {
-            worker::console_error!("leader {leader_id}: first drive failed: {f:?}");
+            worker::console_error!("leader {leader_id}: first drive failed: {f}");
         }
     }
     let view = read(cx, &leader_id).await?;

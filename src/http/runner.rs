@@ -53,7 +53,8 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
         DispatchReply::Refused(e) => Err(e.into()),
         DispatchReply::Failed { cause } => Err(Failure::Infra(cause)),
         other => Err(Failure::Infra(format!(
-            "unexpected dispatch reply {other:?}"
+            "unexpected dispatch reply {}",
+            sema_core::object_codec::encode(&other)
         ))),
     }
 }

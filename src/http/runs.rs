@@ -488,7 +488,7 @@ async fn flush_after_answer(cx: &Cx, session_id: &str) {
     cx.after_response(async move {
         later.fail.hit("admit.before_flush").await;
         if let Err(f) = client::call(&later, &session, &SessionCall::Flush).await {
-            worker::console_error!("flush of session {session}: {f:?}");
+            worker::console_error!("flush of session {session}: {f}");
         }
     })
     .await;

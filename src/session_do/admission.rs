@@ -445,7 +445,7 @@ impl SessionDo {
         let outcome = cx.store()?.create_run(&run).await?;
         if !pending.written_by(&outcome) {
             return Err(Failure::Infra(format!(
-                "D1 refused the admission of {} pending in the object: {outcome:?}",
+                "D1 refused the admission of {} pending in the object: {outcome}",
                 pending.input.task_id
             )));
         }

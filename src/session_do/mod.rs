@@ -115,7 +115,7 @@ impl DurableObject for SessionDo {
 
     async fn alarm(&self) -> worker::Result<Response> {
         if let Err(f) = self.on_alarm().await {
-            worker::console_error!("session alarm: {f:?}");
+            worker::console_error!("session alarm: {f}");
             // Try again soon rather than leave the claim unwatched; the cron is the backstop.
             let _ = self.set_alarm_in(5_000).await;
         }

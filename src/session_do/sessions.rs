@@ -45,10 +45,10 @@ impl SessionDo {
                 // Forgotten before the delete: should it fail, the next claim sets one again.
                 self.alarm_at.set(None);
                 if let Err(e) = storage.delete_alarm().await {
-                    worker::console_error!("session delete: clearing the alarm: {e:?}");
+                    worker::console_error!("session delete: clearing the alarm: {e}");
                 }
                 if let Err(e) = storage.delete_all().await {
-                    worker::console_error!("session delete: clearing storage: {e:?}");
+                    worker::console_error!("session delete: clearing storage: {e}");
                 }
                 Ok(SessionReply::SessionDeleted {
                     session_id,

@@ -142,6 +142,20 @@ pub enum CreateRun {
     KeyBound(IdempotencyBinding),
 }
 
+/// As logged, in a few words.
+impl std::fmt::Display for CreateRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Created => f.write_str("created"),
+            Self::Held(Some(h)) => write!(f, "the session is held by run {}", h.task_id),
+            Self::Held(None) => f.write_str("the session was held, and is free since"),
+            Self::ForeignSession { .. } => f.write_str("the session is another principal's"),
+            Self::TaskIdTaken(_) => f.write_str("the task id names an existing run"),
+            Self::KeyBound(b) => write!(f, "the key is bound to run {}", b.task_id),
+        }
+    }
+}
+
 /// The outcome of [`LedgerStore::cancel`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cancelled {

@@ -523,7 +523,8 @@ pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
         Some(Value::String(s)) => s
             .parse()
             .map_err(|_| format!("column {col}: {s:?} is not an integer")),
-        other => Err(format!("column {col}: expected an integer, got {other:?}")),
+        Some(other) => Err(format!("column {col}: expected an integer, got {other}")),
+        None => Err(format!("column {col}: missing")),
     }
 }
 
