@@ -33,6 +33,7 @@
 
 use crate::{cx::Cx, failure::Failure, platform};
 use futures_channel::oneshot;
+use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{
         self, Backlog, DispatchCall, DispatchReply, Offers, Ready, RunnerFrame, SocketNote,
@@ -178,7 +179,7 @@ impl DurableObject for DispatchDo {
             Err(e) => {
                 let _ = ws.send_with_str(
                     serde_json::json!({"type": "error", "message": format!("unknown frame: {e}")})
-                        .to_string(),
+                        .json_text(),
                 );
             }
         }

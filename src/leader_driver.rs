@@ -14,6 +14,7 @@
 //! logged and counted, never swallowed.
 
 use crate::{cx::Cx, failure::Failure, platform, session_do::client};
+use sema_core::json::JsonText;
 use sema_core::{
     admission::AdmitInput,
     concurrent::join_all,
@@ -126,7 +127,7 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
     }
 
     if let Some(settle) = plan.settle {
-        let reports = leader_wire::worker_reports(&view.children, &settle.reports).to_string();
+        let reports = leader_wire::worker_reports(&view.children, &settle.reports).json_text();
         let won = store
             .finish_leader_run(
                 id,

@@ -6,6 +6,7 @@
 use super::{error::json, reply};
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
+use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{DispatchCall, DispatchReply},
     session_protocol::SessionCall,
@@ -24,7 +25,7 @@ pub async fn reapers(cx: &Cx) -> Result<Outgoing, Failure> {
                 .unwrap_or_else(|_| serde_json::json!({"tickId": t.tick_id}))
         })
         .collect();
-    Ok(json(200, serde_json::json!({ "ticks": ticks }).to_string()))
+    Ok(json(200, serde_json::json!({ "ticks": ticks }).json_text()))
 }
 
 pub async fn session(cx: &Cx, session_id: &str) -> Result<Outgoing, Failure> {
@@ -44,7 +45,7 @@ pub async fn queue(cx: &Cx, queue: &str) -> Result<Outgoing, Failure> {
             200,
             serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
                 "offered": offered, "cold": cold, "sockets": sockets})
-            .to_string(),
+            .json_text(),
         )),
         other => Err(Failure::Infra(format!(
             "unexpected dispatch reply {}",

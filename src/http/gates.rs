@@ -11,6 +11,7 @@ use super::{
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform};
+use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     gate::{self, DecideBody, DecidePath, ParkBody},
@@ -227,5 +228,5 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         })
         .flatten();
     let body = serde_json::json!({"approvals": approvals, "nextCursor": next});
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }

@@ -8,6 +8,7 @@ use super::{body::json_body, error::json};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
+use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     error::ErrorCode,
@@ -129,7 +130,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         })
         .collect();
     let body = serde_json::json!({ "leaderRuns": shown, "nextCursor": next });
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }
 
 /// `POST /v1/leader/runs/{id}/cancel`: a running leader is cancelled — no child starts again, its
@@ -168,5 +169,5 @@ fn shown(view: &LeaderView, flag: Option<(&str, bool)>) -> String {
     if let (Some(o), Some((k, b))) = (v.as_object_mut(), flag) {
         o.insert(k.to_owned(), serde_json::Value::Bool(b));
     }
-    v.to_string()
+    v.json_text()
 }

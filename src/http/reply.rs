@@ -5,6 +5,7 @@ use super::error::json;
 use crate::{
     config, cx::Cx, failure::Failure, outgoing::Outgoing, platform, session_do::client::Answer,
 };
+use sema_core::json::JsonText;
 use sema_core::{answer, session_protocol::SessionReply};
 
 /// The HTTP response for what a session object answered (faces judged as of now).
@@ -52,7 +53,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
             seq,
         } => (
             200,
-            serde_json::json!({"taskId": task_id, "status": status, "seq": seq}).to_string(),
+            serde_json::json!({"taskId": task_id, "status": status, "seq": seq}).json_text(),
         ),
         SessionReply::Decided {
             woken: Some(admission),
@@ -74,7 +75,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
                 "decision": decision.as_str(),
                 "status": status,
             })
-            .to_string(),
+            .json_text(),
         ),
         SessionReply::SessionDeleted {
             session_id,
@@ -82,7 +83,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
         } => (
             200,
             serde_json::json!({"sessionId": session_id, "deleted": true, "runsDeleted": runs_deleted})
-                .to_string(),
+                .json_text(),
         ),
         SessionReply::Noted { .. }
         | SessionReply::Flushed { .. }

@@ -9,6 +9,7 @@ use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
+use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{self, DispatchCall, DispatchReply},
     hex,
@@ -136,7 +137,7 @@ pub async fn heartbeat(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outg
         "steer": steer,
         "steerPending": beat.steer_pending,
     });
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }
 
 /// Most task → session entries an isolate remembers before it starts over.
@@ -245,7 +246,7 @@ pub async fn finish(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outgoin
         finish: WireFinish {
             holder: f.holder.clone(),
             status: f.status,
-            result: f.result.as_ref().map(|r| r.to_string()),
+            result: f.result.as_ref().map(|r| r.json_text()),
             error: f.error.clone(),
             error_code: f.error_code.clone(),
             done_json: f.done_json(),

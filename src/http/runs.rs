@@ -7,6 +7,7 @@ use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
+use sema_core::json::JsonText;
 use sema_core::{
     admission::{AdmitInput, CommitPoint},
     answer,
@@ -109,7 +110,7 @@ pub async fn admit_input(
         client_task_id,
         owner,
         objective: submit.objective,
-        meta: serde_json::Value::Object(submit.meta).to_string(),
+        meta: serde_json::Value::Object(submit.meta).json_text(),
         idempotency,
         queue: submit.queue,
         key_unread,
@@ -197,7 +198,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         .map(|r| liveness::read_face(r, now, &staleness))
         .collect();
     let body = serde_json::json!({ "runs": faces, "nextCursor": next });
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }
 
 /// `POST /v1/runs/{id}/cancel`: a run no runner drives (or a parked one) is cancelled now and its
@@ -337,7 +338,7 @@ pub async fn events_of(
         "nextAfter": next_after,
         "done": done,
     });
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }
 
 /// The request's `Last-Event-ID` as a seq (absent or blank: `None`); anything else is a 400.

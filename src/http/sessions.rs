@@ -7,6 +7,7 @@ use super::{error::json, runs::ask};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, platform};
+use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     ids::{SessionId, TaskId},
@@ -37,7 +38,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
     });
     let faces: Vec<_> = rows.iter().map(|r| r.face(false)).collect();
     let body = serde_json::json!({ "sessions": faces, "nextCursor": next });
-    Ok(json(200, body.to_string()))
+    Ok(json(200, body.json_text()))
 }
 
 /// `GET /v1/sessions/{id}`: the session's face with its pending gate's whole card.
@@ -48,7 +49,7 @@ pub async fn get(cx: &Cx, principal: &Principal, id: &SessionId) -> Result<Outgo
         .await?
         .filter(|v| principal.may_access(v.owner.as_deref()))
         .ok_or_else(|| ApiError::not_found("session"))?;
-    Ok(json(200, view.face(true).to_string()))
+    Ok(json(200, view.face(true).json_text()))
 }
 
 /// `DELETE /v1/sessions/{id}`: 200 `{sessionId, deleted: true, runsDeleted}`; 409

@@ -9,6 +9,7 @@ use super::{error::json, runs};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
+use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     ids::TaskId,
@@ -28,7 +29,7 @@ pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<O
     match client::call(cx, &run.session_id, &call).await? {
         client::Answer::Reply(SessionReply::Ticket { ticket, expires_at }) => Ok(json(
             200,
-            serde_json::json!({"ticket": ticket, "expiresAt": expires_at}).to_string(),
+            serde_json::json!({"ticket": ticket, "expiresAt": expires_at}).json_text(),
         )),
         client::Answer::Reply(SessionReply::Refused(e)) => Err(e.into()),
         client::Answer::Reply(SessionReply::Failed { cause }) => Err(Failure::Infra(cause)),

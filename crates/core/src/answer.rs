@@ -2,6 +2,7 @@
 //! append, a steer, a finish; and what a cancel obliges the object to do. The adapter renders these,
 //! so every body is decided (and tested) here once.
 
+use crate::json::JsonText;
 use crate::{
     liveness::{read_face, Staleness, STALLED_CODE, STALLED_ERROR},
     run::RunRow,
@@ -32,7 +33,7 @@ pub fn cancelled(reply: &CancelReply, now: i64, s: &Staleness) -> Answer {
                 "sessionId": reply.session_id,
                 "claimReleased": reply.claim_released,
             })
-            .to_string(),
+            .json_text(),
         ),
     }
 }
@@ -84,7 +85,7 @@ pub fn waited(run: &RunRow, now: i64, s: &Staleness) -> Answer {
             m.insert("taskId".into(), run.task_id.clone().into());
             m.insert("sessionId".into(), run.session_id.clone().into());
         }
-        (200, body.to_string())
+        (200, body.json_text())
     } else {
         (202, face(run, now, s))
     }
@@ -96,7 +97,7 @@ pub fn appended(seqs: &[i64], cancel_requested: bool, steer_pending: i64) -> Ans
     (
         200,
         json!({ "seqs": seqs, "cancelRequested": cancel_requested, "steerPending": steer_pending })
-            .to_string(),
+            .json_text(),
     )
 }
 
@@ -104,7 +105,7 @@ pub fn appended(seqs: &[i64], cancel_requested: bool, steer_pending: i64) -> Ans
 pub fn steer_queued(task_id: &str, seq: i64) -> Answer {
     (
         202,
-        json!({"taskId": task_id, "seq": seq, "status": "queued"}).to_string(),
+        json!({"taskId": task_id, "seq": seq, "status": "queued"}).json_text(),
     )
 }
 
@@ -113,7 +114,7 @@ pub fn stats(waiters: usize, streams: usize, claim: Option<&str>, cut_off: u64) 
     (
         200,
         json!({"waiters": waiters, "streams": streams, "claimTaskId": claim, "streamsCutOff": cut_off})
-            .to_string(),
+            .json_text(),
     )
 }
 

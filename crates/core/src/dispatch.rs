@@ -19,6 +19,7 @@
 //! split by naming several queues (`gpu-1`, `gpu-2`, …) and pointing runner pools at each; the
 //! object's name is the queue name alone, so every isolate derives the same object.
 
+use crate::json::JsonText;
 use crate::{error::ApiError, store::Lease};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashSet, VecDeque};
@@ -371,7 +372,7 @@ pub fn lease_body(l: &Lease) -> String {
         }
         body["resume"] = resume;
     }
-    body.to_string()
+    body.json_text()
 }
 
 /// What a dispatcher keeps with each runner's WebSocket (its attachment: it survives hibernation,
@@ -429,7 +430,7 @@ impl<'de> Deserialize<'de> for RunnerFrame {
 pub fn lease_frame(l: &Lease) -> String {
     let mut v: serde_json::Value = serde_json::from_str(&lease_body(l)).unwrap_or_default();
     v["type"] = "lease".into();
-    v.to_string()
+    v.json_text()
 }
 
 /// Ready sockets found after hibernation, in the order they asked (oldest first).

@@ -13,6 +13,7 @@
 //! (`approval.denied`, `resource_limit.stopped`); `wake` ends the parked run `completed` with its
 //! card as the result (the session object then admits the new run).
 
+use crate::json::JsonText;
 use crate::{
     error::{ApiError, ErrorCode},
     ids::{is_safe_id, SAFE_ID_RULE},
@@ -269,10 +270,10 @@ pub fn end_run(
     }
     EndRun {
         status: ending.status,
-        result_json: Some(result.to_string()),
+        result_json: Some(result.json_text()),
         error: ending.error,
         error_code: ending.error_code,
-        done_json: Value::Object(done).to_string(),
+        done_json: Value::Object(done).json_text(),
     }
 }
 
@@ -303,7 +304,7 @@ pub fn park_event_data(kind: &str, card: &Value, expires_at: Option<i64>) -> Str
     if let Some(at) = expires_at {
         m.insert("expiresAt".into(), at.into());
     }
-    Value::Object(m).to_string()
+    Value::Object(m).json_text()
 }
 
 /// The `resumed` event's data: `{"gate":{"kind"},"decision","reason"?}`.
@@ -314,7 +315,7 @@ pub fn resumed_event_data(kind: &str, decision: Decision, reason: Option<&str>) 
     if let Some(r) = reason {
         m.insert("reason".into(), r.into());
     }
-    Value::Object(m).to_string()
+    Value::Object(m).json_text()
 }
 
 /// A runner's park request: `{runnerId, leaseEpoch, gate:{kind, card}, expiresInSec?}`.
@@ -377,7 +378,7 @@ impl ParkBody {
                 "must be a JSON object",
             ));
         }
-        let card_json = self.gate.card.to_string();
+        let card_json = self.gate.card.json_text();
         if card_json.len() > CARD_MAX_BYTES {
             return Err(ApiError::new(
                 ErrorCode::PayloadTooLarge,

@@ -22,6 +22,20 @@ use serde::de::{
 };
 use serde_json::{Error, Value};
 
+/// The compact JSON text of a tree, written by serde_json's byte writer (`to_string`). The tree's
+/// own `Display` (`.to_string()`, `{}`) goes through the formatter's text writer, a call per piece,
+/// and compiles a second writer (the pretty one, for `{:#}`) into the module: use this instead.
+pub trait JsonText {
+    fn json_text(&self) -> String;
+}
+
+impl JsonText for Value {
+    fn json_text(&self) -> String {
+        // A tree always serialises (its keys are text): the default is never taken.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
 /// Reads a `T` from JSON text. Errors are serde_json's: a syntax error names its line and column,
 /// a shape error the field (without a position).
 pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {

@@ -2,6 +2,7 @@
 //! and the record as the API shows it — its plan, its children, and (once settled) the worker
 //! reports its `result` holds.
 
+use crate::json::JsonText;
 use crate::{
     error::{ApiError, ErrorCode},
     leader::{LeaderRunRecord, STATUSES},
@@ -101,7 +102,7 @@ impl SubmitLeaderBody {
             };
             subtasks.push(Subtask {
                 objective: s.objective,
-                meta_json: Value::Object(meta).to_string(),
+                meta_json: Value::Object(meta).json_text(),
             });
         }
         let max_concurrency = match self.max_concurrency {

@@ -1,5 +1,6 @@
 //! Request bodies of the runner protocol, `steer` and `POST /v1/tasks`, with their validation.
 
+use crate::json::JsonText;
 use crate::{
     error::ApiError,
     ids::{is_safe_id, SessionId, SAFE_ID_RULE},
@@ -203,7 +204,7 @@ impl EventsBody {
                 data: e
                     .data
                     .unwrap_or_else(|| Value::Object(Default::default()))
-                    .to_string(),
+                    .json_text(),
                 event_id: e.event_id,
             });
         }
@@ -259,7 +260,7 @@ impl Finish {
         if let Some(c) = &self.error_code {
             m.insert("errorCode".into(), c.clone().into());
         }
-        Value::Object(m).to_string()
+        Value::Object(m).json_text()
     }
 }
 

@@ -9,6 +9,7 @@
 //! `done` frame, after which nothing is sent. A *joining* subscriber (a keyed duplicate of a run in
 //! flight, SPEC-api §4) gets no ledger frames at all, only that `done` frame marked `replay: true`.
 
+use crate::json::JsonText;
 use crate::{run::RunRow, sse, status, store::EventRow};
 use serde_json::Value;
 
@@ -63,7 +64,7 @@ impl Held {
         match self {
             Self::Event(_, f) => f.len(),
             // Sized by its data, not written out: one per run, and the bound only needs an estimate.
-            Self::Done(d) => d.result.to_string().len(),
+            Self::Done(d) => d.result.json_text().len(),
         }
     }
 }

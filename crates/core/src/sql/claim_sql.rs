@@ -22,6 +22,7 @@
 //! or report a row twice.
 
 use super::{Dialect, SqlValue, Stmt};
+use crate::json::JsonText;
 
 pub const STALLED_ERROR: &str = "run stalled (instance lost?)";
 pub const STALLED_CODE: &str = "run.stalled";
@@ -276,7 +277,7 @@ pub const REAP_GATE_EXPIRE: usize = REAP_CLAIM_DELETE + 2;
 
 /// The `done` event's data for a run a parked-run reaper failed: `{status, error, errorCode}`.
 fn reaped_done_json(error: &str, code: &str) -> String {
-    serde_json::json!({ "status": "failed", "error": error, "errorCode": code }).to_string()
+    serde_json::json!({ "status": "failed", "error": error, "errorCode": code }).json_text()
 }
 
 /// A parked-run reaper: [`reaper`]'s batch (the write must also advance `last_seq` by one), then a

@@ -22,6 +22,7 @@ pub mod run_sql;
 pub mod runner_sql;
 pub mod session_sql;
 
+use crate::json::JsonText;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
@@ -523,7 +524,10 @@ pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
         Some(Value::String(s)) => s
             .parse()
             .map_err(|_| format!("column {col}: {s:?} is not an integer")),
-        Some(other) => Err(format!("column {col}: expected an integer, got {other}")),
+        Some(other) => Err(format!(
+            "column {col}: expected an integer, got {}",
+            other.json_text()
+        )),
         None => Err(format!("column {col}: missing")),
     }
 }
