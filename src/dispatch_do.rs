@@ -40,11 +40,12 @@ use sema_core::{
     },
     error::ErrorCode,
     store::{RunReadStore, RunnerStore},
+    text_map::TextSet,
     ApiError,
 };
 use std::{
     cell::{Cell, RefCell},
-    collections::{HashSet, VecDeque},
+    collections::VecDeque,
     rc::Rc,
 };
 use worker::{
@@ -112,9 +113,9 @@ pub struct DispatchDo {
     /// Ready sockets were rebuilt from their attachments (once per life of this memory).
     woke: Cell<bool>,
     /// Sockets whose lease is being written (their keys).
-    pushing: RefCell<HashSet<String>>,
+    pushing: RefCell<TextSet>,
     /// Of those, the ones that closed meanwhile.
-    gone: RefCell<HashSet<String>>,
+    gone: RefCell<TextSet>,
     /// When the alarm this memory set is due (none: none set since it last fired).
     alarm_at: Cell<Option<i64>>,
 }
@@ -131,8 +132,8 @@ impl DurableObject for DispatchDo {
             next_id: Cell::new(0),
             refilling: Cell::new(false),
             woke: Cell::new(false),
-            pushing: RefCell::new(HashSet::new()),
-            gone: RefCell::new(HashSet::new()),
+            pushing: RefCell::new(TextSet::new()),
+            gone: RefCell::new(TextSet::new()),
             alarm_at: Cell::new(None),
         }
     }

@@ -146,7 +146,7 @@ const SESSION_CACHE_MAX: usize = 10_000;
 thread_local! {
     /// A run's session never changes, so this isolate-local memo can never be stale; it saves the
     /// D1 lookup on every append and finish after the first.
-    static SESSION_OF: std::cell::RefCell<std::collections::HashMap<String, String>> =
+    static SESSION_OF: std::cell::RefCell<sema_core::text_map::TextMap<String>> =
         Default::default();
 }
 

@@ -18,11 +18,12 @@ use sema_core::{
     sse,
     sse_subscriber::{closing_done, Done, Sink, Subscriber},
     store::{EventRow, RunReadStore},
+    text_map::TextMap,
     ApiError,
 };
 use std::{
     cell::{Cell, RefCell},
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     pin::Pin,
     rc::Rc,
     task::{Context, Poll, Waker},
@@ -162,8 +163,8 @@ pub type Sub = Rc<RefCell<Stream>>;
 /// The subscribers of each run, by task id, and the callers waiting for a run to end.
 #[derive(Default)]
 pub struct Hub {
-    subs: RefCell<HashMap<String, Vec<Sub>>>,
-    waiters: RefCell<HashMap<String, Vec<oneshot::Sender<()>>>>,
+    subs: RefCell<TextMap<Vec<Sub>>>,
+    waiters: RefCell<TextMap<Vec<oneshot::Sender<()>>>>,
     /// Streams ended because their reader fell too far behind (a live frame found its queue at
     /// [`QUEUE_MAX_BYTES`], or its replay held back more than the core's replay bound), in this
     /// instance's life.
@@ -211,9 +212,7 @@ impl Hub {
             },
             channel,
         }));
-        subs.entry(task_id.to_owned())
-            .or_default()
-            .push(sub.clone());
+        subs.get_or_insert_with(task_id, Vec::new).push(sub.clone());
         Ok((sub, rx))
     }
 
@@ -227,7 +226,7 @@ impl Hub {
             list.retain(|w| !w.is_canceled());
             !list.is_empty()
         });
-        waiters.entry(task_id.to_owned()).or_default().push(tx);
+        waiters.get_or_insert_with(task_id, Vec::new).push(tx);
         rx
     }
 

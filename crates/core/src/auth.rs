@@ -8,9 +8,11 @@
 //! else — no table, an empty one, `{}`, one that does not parse, an unknown `SEMA_AUTH` — is a closed
 //! deployment: every route but `/health` answers 503 saying what to configure.
 
-use crate::error::ApiError;
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use crate::{error::ApiError, text_map::TextMap};
+use serde::{
+    de::{MapAccess, Visitor},
+    Deserialize, Deserializer, Serialize,
+};
 
 /// Longest principal accepted (the width of the `owner` columns).
 pub const PRINCIPAL_MAX: usize = 190;
@@ -65,7 +67,30 @@ struct TokenEntry {
 /// The configured token table, keyed by lowercase sha256 hex of the token.
 #[derive(Debug, Clone, Default)]
 pub struct TokenTable {
-    entries: HashMap<String, TokenEntry>,
+    entries: TextMap<TokenEntry>,
+}
+
+/// `SEMA_TOKENS`' entries in the order written (a key written twice: both, the later one last).
+struct Written(Vec<(String, TokenEntry)>);
+
+impl<'de> Deserialize<'de> for Written {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Written;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object mapping token digests to entries")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Written, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(Written(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
 }
 
 impl TokenTable {
@@ -74,9 +99,9 @@ impl TokenTable {
         let Some(text) = json.map(str::trim).filter(|t| !t.is_empty()) else {
             return Ok(Self::default());
         };
-        let raw: HashMap<String, TokenEntry> =
+        let Written(raw) =
             serde_json::from_str(text).map_err(|e| format!("SEMA_TOKENS is not valid: {e}"))?;
-        let mut entries = HashMap::with_capacity(raw.len());
+        let mut entries = TextMap::new();
         for (hash, entry) in raw {
             let hash = hash.to_ascii_lowercase();
             if hash.len() != 64 || crate::hex::decode(&hash).is_none() {

@@ -20,9 +20,10 @@
 //! object's name is the queue name alone, so every isolate derives the same object.
 
 use crate::json::JsonText;
+use crate::text_map::TextSet;
 use crate::{error::ApiError, store::Lease};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 /// The Worker's binding of the dispatcher object class.
 pub const BINDING: &str = "DISPATCH";
@@ -198,7 +199,7 @@ pub struct Backlog {
     /// than an ordered set: the same operations on a bounded list, with a fraction of the code.
     ready: VecDeque<Ready>,
     /// The task ids in `ready` (a run is remembered once, at its first `since`).
-    ids: HashSet<String>,
+    ids: TextSet,
     /// D1 may hold leasable runs this memory does not: refill before trusting an empty backlog.
     cold: bool,
     /// D1 was read at least once: before that, what notices added may be newer than runs D1 holds.
@@ -216,7 +217,7 @@ impl Backlog {
     pub fn new() -> Self {
         Self {
             ready: VecDeque::new(),
-            ids: HashSet::new(),
+            ids: TextSet::new(),
             cold: true,
             read_once: false,
         }

@@ -41,6 +41,7 @@ pub mod sse_subscriber;
 pub mod status;
 pub mod store;
 pub mod stream_ticket;
+pub mod text_map;
 pub mod wire;
 
 pub use error::ApiError;
