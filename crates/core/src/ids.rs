@@ -67,22 +67,40 @@ safe_id_type!(
 );
 
 impl TaskId {
-    /// Mints a UUIDv7 task id from `now_ms` and 10 random bytes (RFC 9562 §5.7): the `uuid` crate lays
-    /// out the 48-bit timestamp (bits above 48 are dropped), version and variant; the caller supplies
+    /// Mints a UUIDv7 task id from `now_ms` and 10 random bytes (RFC 9562 §5.7): the low 48 bits of
+    /// the time in front (big-endian), then the random bytes with the version (7) and the variant
+    /// (`10`) written over their top bits, in the hyphenated lowercase form. The caller supplies
     /// the time and the randomness, so the core reads neither a clock nor an entropy source.
     pub fn mint(now_ms: u64, random: [u8; 10]) -> Self {
-        let id = uuid::Builder::from_unix_timestamp_millis(now_ms, &random).into_uuid();
-        Self(id.hyphenated().to_string())
+        let mut b = [0u8; 16];
+        b[..6].copy_from_slice(&now_ms.to_be_bytes()[2..]);
+        b[6..].copy_from_slice(&random);
+        b[6] = 0x70 | (b[6] & 0x0F);
+        b[8] = 0x80 | (b[8] & 0x3F);
+        let hex = crate::hex::encode(&b);
+        Self(format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        ))
     }
 
-    /// When a UUIDv7 id was minted (its 48-bit millisecond timestamp); `None` for any other id.
+    /// When a UUIDv7 id was minted (its 48-bit millisecond timestamp); `None` for any other id
+    /// (one not in the hyphenated form the server mints, or of another version).
     pub fn minted_at_ms(&self) -> Option<i64> {
-        let id = uuid::Uuid::try_parse(&self.0).ok()?;
-        if id.get_version_num() != 7 {
+        let s = self.0.as_bytes();
+        let hyphens_in_place = s.len() == 36 && [8, 13, 18, 23].iter().all(|&i| s[i] == b'-');
+        if !hyphens_in_place || s[14] != b'7' {
             return None;
         }
-        let (secs, nanos) = id.get_timestamp()?.to_unix();
-        Some(secs as i64 * 1_000 + i64::from(nanos / 1_000_000))
+        let digits: String = self.0.split('-').collect();
+        let bytes = crate::hex::decode(&digits)?;
+        let mut ms = [0u8; 8];
+        ms[2..].copy_from_slice(&bytes[..6]);
+        Some(i64::from_be_bytes(ms))
     }
 }
 
@@ -161,6 +179,18 @@ mod tests {
         assert_eq!(TaskId::parse("my-task").unwrap().minted_at_ms(), None);
         let v4 = TaskId::parse("0b6e2b44-1f5e-4c1a-9a4e-3c2d1e0f9a8b").unwrap();
         assert_eq!(v4.minted_at_ms(), None);
+        let at = |s: &str| TaskId::parse(s).unwrap().minted_at_ms();
+        assert_eq!(
+            at("01923456-789A-7000-8000-000000000000"),
+            Some(0x0192_3456_789A)
+        );
+        assert_eq!(at("0192345g-789a-7000-8000-000000000000"), None, "not hex");
+        assert_eq!(
+            at("01923456789a70008000000000000000"),
+            None,
+            "not hyphenated"
+        );
+        assert_eq!(at("01923456-789a-7000-8000-00000000000"), None, "too short");
     }
 
     #[test]
