@@ -13,7 +13,7 @@ use sema_core::{
 use worker::wasm_bindgen_futures::JsFuture;
 
 /// Reads and parses a JSON body: the generic value (for fingerprints) and the typed request.
-pub async fn json_body<T: serde::de::DeserializeOwned>(
+pub async fn json_body<T: sema_core::json::FromTree>(
     req: &Incoming,
 ) -> Result<(serde_json::Value, T), Failure> {
     let header = |name: &str| req.header(name);

@@ -23,7 +23,6 @@ use sema_core::{
     wire::SubmitRunBody,
     ApiError,
 };
-use serde::Deserialize;
 
 /// Most cards one page of `GET /v1/approvals` lists, and its default.
 const APPROVALS_PAGE_MAX: i64 = 100;
@@ -127,7 +126,7 @@ pub async fn wake(
         .into());
     }
     fields.insert("sessionId".into(), session_id.as_str().into());
-    let submit = SubmitRunBody::deserialize(sema_core::json::Tree(&body))
+    let submit = <SubmitRunBody as sema_core::json::FromTree>::from_tree(&body)
         .map_err(|e| ApiError::invalid_request(format!("invalid wake body: {e}")))?;
     let submit = submit.validate()?;
     let scope = decide_scope(cx, principal, DecidePath::Wake, session_id.as_str()).await?;

@@ -38,6 +38,13 @@ pub struct SessionState {
     pub confirmed: bool,
 }
 
+crate::tree_struct!(SessionState lenient {
+    owner: "owner" = default,
+    claim: "claim" = default,
+    pending: "pending" = default;
+    confirmed
+});
+
 /// An admission answered from the object's storage, waiting for its D1 batch: everything the
 /// batch needs, so a later instance replays it as it was first built (same task id, same time).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +56,13 @@ pub struct PendingAdmission {
     pub at: i64,
     pub instance_id: String,
 }
+
+crate::tree_struct!(PendingAdmission lenient {
+    input: "input",
+    body: "body",
+    at: "at",
+    instance_id: "instance_id",
+});
 
 impl PendingAdmission {
     /// Whether D1's answer to this admission's batch means D1 has it: committed now, or by an
@@ -109,6 +123,8 @@ pub struct SessionOwner {
     pub id: Option<String>,
 }
 
+crate::tree_struct!(SessionOwner lenient { id: "id" });
+
 /// The claim: which run holds the session, and what a conflicting submit needs to be told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
@@ -127,6 +143,15 @@ pub struct Claim {
     #[serde(default)]
     pub recheck_at: i64,
 }
+
+crate::tree_struct!(Claim lenient {
+    task_id: "task_id",
+    owner: "owner",
+    status: "status",
+    gate_kind: "gate_kind" = default,
+    idempotency: "idempotency" = default,
+    recheck_at: "recheck_at" = default,
+});
 
 /// One submission as the Durable Object receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +178,18 @@ pub struct AdmitInput {
     #[serde(default = "crate::queue::default_queue")]
     pub queue: String,
 }
+
+crate::tree_struct!(AdmitInput lenient {
+    session_id: "session_id",
+    task_id: "task_id",
+    client_task_id: "client_task_id",
+    owner: "owner",
+    objective: "objective",
+    meta: "meta",
+    idempotency: "idempotency",
+    key_unread: "key_unread" = default,
+    queue: "queue" = (crate::queue::default_queue()),
+});
 
 impl AdmitInput {
     /// The run row this admission writes at `now`; a key, when it has one, is bound to `body` (the

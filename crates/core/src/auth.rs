@@ -25,6 +25,8 @@ pub enum Role {
     Operator,
 }
 
+crate::tree_enum!(Role { Client = "client", Runner = "runner", Operator = "operator" });
+
 impl Role {
     pub fn parse(s: &str) -> Option<Self> {
         match s {

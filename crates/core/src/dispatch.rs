@@ -390,6 +390,14 @@ pub struct SocketNote {
     pub since: i64,
 }
 
+crate::tree_struct!(SocketNote lenient {
+    queue: "queue",
+    runner_id: "runnerId",
+    key: "key",
+    ready: "ready",
+    since: "since",
+});
+
 /// The keepalive a runner sends on an idle socket, byte for byte. The runtime answers it with
 /// [`PONG_FRAME`] itself (the hibernation API's auto-response), so a ping never wakes the
 /// dispatcher; a runner that gets no pong within its next wait treats the socket as half-open and
@@ -406,22 +414,37 @@ pub enum RunnerFrame {
     Ready,
 }
 
+/// A runner frame's `type`.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Ready,
+}
+
+crate::tree_enum!(Kind { Ready = "ready" });
+
+/// A runner frame as read: an object with a `type` field, other fields ignored.
+#[derive(Deserialize)]
+struct Frame {
+    #[serde(rename = "type")]
+    kind: Kind,
+}
+
+crate::tree_struct!(Frame lenient { kind: "type" });
+
 /// Parsed as an object with a `type` field, other fields ignored, as serde's internal tagging
 /// would, without its derived form's buffered `Content` (code size; the dispatcher reads frames
-/// through `crate::json::from_text`).
+/// through `crate::json::from_text`, by [`crate::json::FromTree`]).
 impl<'de> Deserialize<'de> for RunnerFrame {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        enum Kind {
-            Ready,
-        }
-        #[derive(Deserialize)]
-        struct Frame {
-            #[serde(rename = "type")]
-            kind: Kind,
-        }
         let Frame { kind: Kind::Ready } = Frame::deserialize(d)?;
+        Ok(RunnerFrame::Ready)
+    }
+}
+
+impl crate::json::FromTree for RunnerFrame {
+    fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        let Frame { kind: Kind::Ready } = Frame::from_tree(v)?;
         Ok(RunnerFrame::Ready)
     }
 }

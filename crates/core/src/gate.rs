@@ -331,12 +331,21 @@ pub struct ParkBody {
     pub expires_in_sec: Option<u64>,
 }
 
+crate::tree_struct!(ParkBody strict {
+    runner_id: "runnerId",
+    lease_epoch: "leaseEpoch",
+    gate: "gate",
+    expires_in_sec: "expiresInSec" = default,
+});
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GateBody {
     pub kind: String,
     pub card: Value,
 }
+
+crate::tree_struct!(GateBody strict { kind: "kind", card: "card" });
 
 /// A validated park.
 #[derive(Debug, Clone, PartialEq)]
@@ -416,6 +425,12 @@ pub struct DecideBody {
     #[serde(default)]
     pub feedback: Option<String>,
 }
+
+crate::tree_struct!(DecideBody strict {
+    decision: "decision",
+    reason: "reason" = default,
+    feedback: "feedback" = default,
+});
 
 impl DecideBody {
     /// The decision, if `path` accepts it, and its free text (`feedback` at a plan review, `reason`

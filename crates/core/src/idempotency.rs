@@ -20,6 +20,14 @@ pub struct IdempotencyBinding {
     pub response_body: String,
 }
 
+crate::tree_struct!(IdempotencyBinding lenient {
+    scoped_key: "scoped_key",
+    fingerprint: "fingerprint",
+    task_id: "task_id" = default,
+    response_status: "response_status",
+    response_body: "response_body",
+});
+
 impl IdempotencyBinding {
     /// The answer to a request presenting this key with `fingerprint`: the original admission again,
     /// or `idempotency.key_reused` for a different request.

@@ -4,17 +4,17 @@
 //! the objects' protocols (since written in `object_codec`'s text), their replies and the state they
 //! store, those copies were about 200 KB of the Worker's wasm (about a seventh of it). [`from_text`]
 //! parses the text into a `serde_json::Value` (one parser for the whole program) and reads `T` from
-//! that tree, whose per-type code is a fraction of the size. The detour builds one tree per read: a
-//! few hundred bytes for a stored state or a request body.
-//! Reads of many rows (D1's results) keep the direct parser. Duplicate keys in an object are taken
-//! as the last one rather than refused, so a configuration that must be strict (the token table)
-//! keeps `serde_json::from_str`.
+//! that tree. The detour builds one tree per read: a few hundred bytes for a stored state or a
+//! request body. Duplicate keys in an object are taken as the last one rather than refused, so a
+//! configuration that must be strict (the token table) keeps `serde_json::from_str`.
 //!
-//! Every typed read of a tree goes through [`Tree`], which reads a borrowed tree and takes a struct
-//! only from a JSON object. serde_json's tree readers also take one from an array, field by field
-//! in order, which compiled an array path no message of ours uses into every derived type, and
-//! its owned and borrowed readers compiled each type twice (together about 65 KB of the wasm);
-//! through [`Tree`] an array where a struct belongs is a shape error.
+//! What the Worker reads from a tree it reads by [`FromTree`]: a loop over the object's entries per
+//! type, declared with [`tree_struct!`](crate::tree_struct) beside the type's serde derive. The derive stays the
+//! reference: [`serde_from_text`] reads through it ([`Tree`], a serde deserializer over a borrowed
+//! tree that takes a struct only from an object), and a test holds every [`FromTree`] reader to it,
+//! value for value and error for error. serde's tree readers compiled a field visitor, a map
+//! visitor and a value seed per field type into every type (and serde_json's own, an array path
+//! and a second, owned, copy of each); the derived readers were about 14 KB of the gzipped module.
 
 use serde::de::{
     value::BorrowedStrDeserializer, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess,
@@ -38,8 +38,250 @@ impl JsonText for Value {
 
 /// Reads a `T` from JSON text. Errors are serde_json's: a syntax error names its line and column,
 /// a shape error the field (without a position).
-pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
+pub fn from_text<T: FromTree>(text: &str) -> Result<T, Error> {
+    T::from_tree(&serde_json::from_str::<Value>(text)?)
+}
+
+/// [`from_text`] through serde (`T`'s derived `Deserialize` reading a [`Tree`]): the reference
+/// [`FromTree`]'s readers are held to (`tests`), and the reader of types that have no other.
+pub fn serde_from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     T::deserialize(Tree(&serde_json::from_str::<Value>(text)?))
+}
+
+/// A type read from a parsed tree by code of its own, not serde's: what the Worker reads (request
+/// bodies, runner frames, the objects' stored state) implements it with [`tree_struct!`](crate::tree_struct) or
+/// [`tree_enum!`](crate::tree_enum). serde's derived readers, even through [`Tree`], compiled a field visitor, a
+/// map visitor and a value seed per field type into every type (about 14 KB of the gzipped
+/// module); these are a loop over the object's entries. They answer exactly as the derived reader
+/// of the same declaration does: the same value, or the same first error in the same words (the
+/// object's entries are read in order, an unknown field refused where it stands, the missing ones
+/// named after; a test holds each type to its derived reader over a corpus of misfits).
+pub trait FromTree: Sized {
+    fn from_tree(v: &Value) -> Result<Self, Error>;
+
+    /// The value of a field of this type that its object leaves out, when the declaration gives it
+    /// no default: an `Option` is `None` (as serde has it), anything else is missing.
+    fn missing(field: &'static str) -> Result<Self, Error> {
+        Err(Error::missing_field(field))
+    }
+}
+
+impl FromTree for String {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        match v {
+            Value::String(s) => Ok(s.clone()),
+            other => Err(Error::invalid_type(unexpected(other), &"a string")),
+        }
+    }
+}
+
+impl FromTree for bool {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            other => Err(Error::invalid_type(unexpected(other), &"a boolean")),
+        }
+    }
+}
+
+/// An integer of a tree, as serde's primitive visitors take one: the value, or why not (`what`:
+/// the type's name, serde's expectation).
+fn integer(v: &Value, what: &'static str) -> Result<Result<u64, i64>, Error> {
+    match v {
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Ok(Ok(u)),
+            (None, Some(i)) => Ok(Err(i)),
+            _ => Err(Error::invalid_type(unexpected(v), &what)),
+        },
+        other => Err(Error::invalid_type(unexpected(other), &what)),
+    }
+}
+
+/// An unsigned integer of at most `max`.
+fn unsigned(v: &Value, max: u64, what: &'static str) -> Result<u64, Error> {
+    match integer(v, what)? {
+        Ok(u) if u <= max => Ok(u),
+        Ok(u) => Err(Error::invalid_value(Unexpected::Unsigned(u), &what)),
+        Err(i) => Err(Error::invalid_value(Unexpected::Signed(i), &what)),
+    }
+}
+
+impl FromTree for i64 {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        match integer(v, "i64")? {
+            Ok(u) => {
+                i64::try_from(u).map_err(|_| Error::invalid_value(Unexpected::Unsigned(u), &"i64"))
+            }
+            Err(i) => Ok(i),
+        }
+    }
+}
+
+impl FromTree for u64 {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        unsigned(v, u64::MAX, "u64")
+    }
+}
+
+impl FromTree for u16 {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        unsigned(v, u16::MAX.into(), "u16").map(|u| u as u16)
+    }
+}
+
+impl FromTree for Value {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        Ok(v.clone())
+    }
+}
+
+impl<T: FromTree> FromTree for Option<T> {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        match v {
+            Value::Null => Ok(None),
+            some => T::from_tree(some).map(Some),
+        }
+    }
+
+    fn missing(_: &'static str) -> Result<Self, Error> {
+        Ok(None)
+    }
+}
+
+impl<T: FromTree> FromTree for Vec<T> {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        match v {
+            Value::Array(items) => items.iter().map(T::from_tree).collect(),
+            other => Err(Error::invalid_type(unexpected(other), &"a sequence")),
+        }
+    }
+}
+
+impl<A: FromTree, B: FromTree> FromTree for (A, B) {
+    fn from_tree(v: &Value) -> Result<Self, Error> {
+        const WHAT: &str = "a tuple of size 2";
+        match v {
+            Value::Array(items) => match items.as_slice() {
+                [a, b] => Ok((A::from_tree(a)?, B::from_tree(b)?)),
+                [] => Err(Error::invalid_length(0, &WHAT)),
+                [a] => {
+                    A::from_tree(a)?;
+                    Err(Error::invalid_length(1, &WHAT))
+                }
+                [a, b, ..] => {
+                    A::from_tree(a)?;
+                    B::from_tree(b)?;
+                    // As `Tree` counts: the elements read before the surplus was found.
+                    Err(Error::invalid_length(2, &"fewer elements in the array"))
+                }
+            },
+            other => Err(Error::invalid_type(unexpected(other), &WHAT)),
+        }
+    }
+}
+
+/// The entries of the object a struct is read from (`what`: serde's expectation, `struct Name`).
+pub fn object<'a>(
+    v: &'a Value,
+    what: &'static str,
+) -> Result<&'a serde_json::Map<String, Value>, Error> {
+    match v {
+        Value::Object(m) => Ok(m),
+        other => Err(Error::invalid_type(unexpected(other), &what)),
+    }
+}
+
+/// A field the declaration does not name, in a struct that refuses them.
+pub fn unknown_field(key: &str, fields: &'static [&'static str]) -> Error {
+    Error::unknown_field(key, fields)
+}
+
+/// The variant name of a unit-only enum written as a string (or as an object of one key whose
+/// value is null), as serde reads one; `variants` answer an unknown name.
+pub fn unit_variant(v: &Value, variants: &'static [&'static str]) -> Result<usize, Error> {
+    let (name, value) = match v {
+        Value::String(s) => (s.as_str(), None),
+        Value::Object(m) => match (m.iter().next(), m.len()) {
+            (Some((k, v)), 1) => (k.as_str(), Some(v)),
+            _ => {
+                return Err(Error::invalid_value(
+                    Unexpected::Map,
+                    &"an object with one key",
+                ))
+            }
+        },
+        other => {
+            return Err(Error::invalid_type(
+                unexpected(other),
+                &"a string or an object",
+            ))
+        }
+    };
+    let at = variants
+        .iter()
+        .position(|n| *n == name)
+        .ok_or_else(|| Error::unknown_variant(name, variants))?;
+    match value {
+        None | Some(Value::Null) => Ok(at),
+        Some(other) => Err(Error::invalid_type(unexpected(other), &"a unit variant")),
+    }
+}
+
+/// [`FromTree`] for a struct: its fields in declaration order, each with the name it has in JSON,
+/// and what an absent one reads as (`= default`: `Default::default()`; `= (expr)`: the value of
+/// `expr`; else [`FromTree::missing`]), then after `;` the fields serde skips (their default).
+/// `strict` refuses a field the list does not name (serde's
+/// `deny_unknown_fields`); otherwise such a field is skipped. The entries are read in the object's
+/// order and the first misfit answers, as serde's derived reader does.
+#[macro_export]
+macro_rules! tree_struct {
+    (@absent $name:literal) => { $crate::json::FromTree::missing($name)? };
+    (@absent $name:literal default) => { ::core::default::Default::default() };
+    (@absent $name:literal ($e:expr)) => { $e };
+    (@unknown strict, $key:expr, $fields:expr) => {
+        return Err($crate::json::unknown_field($key, $fields))
+    };
+    (@unknown lenient, $key:expr, $fields:expr) => { {} };
+    ($ty:ident $mode:ident {
+        $( $field:ident : $name:literal $( = $absent:tt )? ),* $(,)?
+        $( ; $( $skip:ident ),* )?
+    }) => {
+        impl $crate::json::FromTree for $ty {
+            fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+                #[allow(dead_code)] // read by a strict struct only
+                const FIELDS: &[&str] = &[$($name),*];
+                let entries = $crate::json::object(v, concat!("struct ", stringify!($ty)))?;
+                $( let mut $field = None; )*
+                for (key, value) in entries {
+                    match key.as_str() {
+                        $( $name => $field = Some($crate::json::FromTree::from_tree(value)?), )*
+                        _ => $crate::tree_struct!(@unknown $mode, key, FIELDS),
+                    }
+                }
+                Ok(Self {
+                    $( $field: match $field {
+                        Some(v) => v,
+                        None => $crate::tree_struct!(@absent $name $($absent)?),
+                    }, )*
+                    $( $( $skip: ::core::default::Default::default(), )* )?
+                })
+            }
+        }
+    };
+}
+
+/// [`FromTree`] for an enum of unit variants, each with the name it has in JSON.
+#[macro_export]
+macro_rules! tree_enum {
+    ($ty:ident { $( $var:ident = $name:literal ),* $(,)? }) => {
+        impl $crate::json::FromTree for $ty {
+            fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+                const VARIANTS: &[&str] = &[$($name),*];
+                const ALL: &[$ty] = &[$($ty::$var),*];
+                $crate::json::unit_variant(v, VARIANTS).map(|at| ALL[at])
+            }
+        }
+    };
 }
 
 /// A parsed JSON tree as a serde deserializer: objects read as structs and maps, arrays as
@@ -327,16 +569,84 @@ impl<'a> VariantAccess<'a> for Variant<'a> {
     }
 }
 
+/// Holds a [`FromTree`] reader to `T`'s derived serde reader (through [`Tree`]): on `valid` and on
+/// every misfit made from it (each field left out, each field and the whole set to each odd value,
+/// a field no declaration names added, and so on inside every object or first array element it
+/// holds), both give the same value or the same error, word for word.
+#[cfg(test)]
+pub(crate) fn assert_reads_as_serde<T>(valid: Value)
+where
+    T: FromTree + DeserializeOwned + std::fmt::Debug,
+{
+    let odd: Vec<Value> = serde_json::from_str(
+        r#"[null, true, 0, -1, 7, 65536, 5000000000, -5000000000, 18446744073709551615, 1.5,
+            "", "x", "ready", "client", [], ["a"], ["a", "b"], ["a", "b", "c"], {},
+            {"client": null}, {"client": 1}, {"a": 1, "b": 2}]"#,
+    )
+    .unwrap();
+    /// Every misfit of `v`, with `put` placing a variant of `v` back in the whole.
+    fn misfits(v: &Value, odd: &[Value], put: &dyn Fn(Value) -> Value, out: &mut Vec<Value>) {
+        for o in odd {
+            out.push(put(o.clone()));
+        }
+        match v {
+            Value::Object(m) => {
+                let mut extra = m.clone();
+                extra.insert("zz_unknown".into(), Value::Bool(true));
+                out.push(put(Value::Object(extra)));
+                let mut early = m.clone();
+                early.insert("a_unknown".into(), Value::Bool(true));
+                out.push(put(Value::Object(early)));
+                for k in m.keys() {
+                    let mut without = m.clone();
+                    without.remove(k);
+                    out.push(put(Value::Object(without)));
+                    let field = |x: Value| {
+                        let mut with = m.clone();
+                        with.insert(k.clone(), x);
+                        put(Value::Object(with))
+                    };
+                    misfits(&m[k], odd, &field, out);
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let first = |x: Value| {
+                    let mut with = items.clone();
+                    with[0] = x;
+                    put(Value::Array(with))
+                };
+                misfits(&items[0], odd, &first, out);
+            }
+            _ => {}
+        }
+    }
+    let mut cases = vec![valid.clone()];
+    misfits(&valid, &odd, &|x| x, &mut cases);
+    let mut errors = 0;
+    for v in &cases {
+        let ours = T::from_tree(v)
+            .map(|t| format!("{t:?}"))
+            .map_err(|e| e.to_string());
+        let serde = T::deserialize(Tree(v))
+            .map(|t| format!("{t:?}"))
+            .map_err(|e| e.to_string());
+        assert_eq!(ours, serde, "{}: {v}", std::any::type_name::<T>());
+        errors += usize::from(ours.is_err());
+    }
+    assert!(T::from_tree(&valid).is_ok(), "the valid example reads");
+    assert!(errors > cases.len() / 2, "the corpus is mostly misfits");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn unknown_variants_missing_fields_and_broken_text_are_errors_not_defaults() {
-        assert!(from_text::<Shape>(r#"{"no_such_shape":{}}"#).is_err());
-        let missing = from_text::<Shape>(r#"{"named":{}}"#).unwrap_err();
+        assert!(serde_from_text::<Shape>(r#"{"no_such_shape":{}}"#).is_err());
+        let missing = serde_from_text::<Shape>(r#"{"named":{}}"#).unwrap_err();
         assert!(missing.to_string().contains("inner"), "{missing}");
-        let broken = from_text::<Shape>(r#"{"named":"#).unwrap_err();
+        let broken = serde_from_text::<Shape>(r#"{"named":"#).unwrap_err();
         assert!(broken.to_string().contains("line 1"), "{broken}");
     }
 
@@ -371,7 +681,7 @@ mod tests {
         let text = r#"{"inner":{"n":-3,"tags":["a","b"]},
             "shapes":["empty",{"wrapped":7},{"pair":[true,1.5]},{"named":{"inner":{"n":1,"tags":[]}}}],
             "by_name":{"x":{"n":2,"tags":["c"]}},"maybe":null,"any":[1,{"k":"v"}],"ignored":{"a":[1]}}"#;
-        let read: Outer = from_text(text).unwrap();
+        let read: Outer = serde_from_text(text).unwrap();
         let direct: Outer = serde_json::from_str(text).unwrap();
         assert_eq!(read, direct);
         assert_eq!(read.shapes[1], Shape::Wrapped(7));
@@ -380,7 +690,9 @@ mod tests {
 
     #[test]
     fn a_struct_is_never_read_from_an_array() {
-        let e = from_text::<Inner>(r#"[1, ["a"]]"#).unwrap_err().to_string();
+        let e = serde_from_text::<Inner>(r#"[1, ["a"]]"#)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("invalid type: sequence, expected struct Inner"),
             "{e}"
@@ -389,16 +701,17 @@ mod tests {
             serde_json::from_str::<Inner>(r#"[1, ["a"]]"#).is_ok(),
             "serde_json's own reader takes it"
         );
-        let e =
-            from_text::<Outer>(r#"{"inner":[1,[]],"shapes":[],"by_name":{},"maybe":null,"any":0}"#)
-                .unwrap_err()
-                .to_string();
+        let e = serde_from_text::<Outer>(
+            r#"{"inner":[1,[]],"shapes":[],"by_name":{},"maybe":null,"any":0}"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("expected struct Inner"), "{e}");
     }
 
     #[test]
     fn shape_errors_name_what_was_found_and_what_was_expected() {
-        let e = |text: &str| from_text::<Shape>(text).unwrap_err().to_string();
+        let e = |text: &str| serde_from_text::<Shape>(text).unwrap_err().to_string();
         assert!(e(r#"{"empty":1}"#).contains("expected a unit variant"));
         assert!(e(r#""wrapped""#).contains("expected a newtype variant"));
         assert!(e(r#"{"pair":[true,1.5,3]}"#).contains("fewer elements in the array"));
@@ -406,16 +719,66 @@ mod tests {
         assert!(e(r#"{"empty":null,"wrapped":1}"#).contains("an object with one key"));
         assert!(e("7").contains("invalid type: integer `7`, expected a string or an object"));
         assert!(e(r#"{"nope":1}"#).contains("unknown variant `nope`"));
-        let e = from_text::<Inner>(r#"{"n":"x","tags":[]}"#)
+        let e = serde_from_text::<Inner>(r#"{"n":"x","tags":[]}"#)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains(r#"invalid type: string "x", expected i64"#),
             "{e}"
         );
-        let e = from_text::<Inner>(r#"{"tags":[]}"#)
+        let e = serde_from_text::<Inner>(r#"{"tags":[]}"#)
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing field `n`"), "{e}");
+    }
+
+    #[test]
+    fn every_reader_of_the_worker_answers_as_serde_s_derived_reader_does() {
+        use crate::{admission, auth, dispatch, gate, idempotency, leader_wire, runner_wire};
+        use crate::{stream_ticket, wire};
+        use serde_json::json;
+        let binding = json!({"scoped_key": "k", "fingerprint": "f", "task_id": "t",
+            "response_status": 202, "response_body": "{}"});
+        let input = json!({"session_id": "s", "task_id": "t", "client_task_id": false,
+            "owner": "o", "objective": "x", "meta": "{}", "idempotency": ["k", "f"],
+            "key_unread": true, "queue": "q"});
+        let claim = json!({"task_id": "t", "owner": null, "status": "running",
+            "gate_kind": "approval", "idempotency": binding, "recheck_at": 5});
+        assert_reads_as_serde::<wire::SubmitRunBody>(
+            json!({"sessionId": "s", "objective": "o", "taskId": "t", "meta": {"a": 1}, "queue": "q"}),
+        );
+        assert_reads_as_serde::<leader_wire::SubmitLeaderBody>(json!({"objective": "o",
+            "subtasks": [{"objective": "a", "meta": {}}], "maxConcurrency": 2, "deadlineMs": 9}));
+        assert_reads_as_serde::<runner_wire::LeaseBody>(
+            json!({"runnerId": "r", "waitMs": 5, "queue": "q"}),
+        );
+        assert_reads_as_serde::<runner_wire::HeartbeatBody>(
+            json!({"runnerId": "r", "leaseEpoch": 1}),
+        );
+        assert_reads_as_serde::<runner_wire::EventsBody>(json!({"runnerId": "r", "leaseEpoch": 1,
+            "events": [{"type": "text", "data": {"x": 1}, "eventId": "e"}], "sessionId": "s"}));
+        assert_reads_as_serde::<runner_wire::FinishBody>(json!({"runnerId": "r", "leaseEpoch": 1,
+            "status": "completed", "result": {"ok": true}, "error": "e", "errorCode": "c",
+            "sessionId": "s"}));
+        assert_reads_as_serde::<runner_wire::SteerBody>(json!({"message": "m"}));
+        assert_reads_as_serde::<runner_wire::TaskBody>(json!({"sessionId": "s", "objective": "o",
+            "taskId": "t", "meta": {}, "stream": true, "waitMs": 3, "queue": "q"}));
+        assert_reads_as_serde::<gate::ParkBody>(json!({"runnerId": "r", "leaseEpoch": 1,
+            "gate": {"kind": "approval", "card": {"text": "ok?"}}, "expiresInSec": 60}));
+        assert_reads_as_serde::<gate::DecideBody>(
+            json!({"decision": "approve", "reason": "r", "feedback": "f"}),
+        );
+        assert_reads_as_serde::<dispatch::SocketNote>(json!({"queue": "q", "runnerId": "r",
+            "key": "k", "ready": true, "since": 4}));
+        assert_reads_as_serde::<dispatch::RunnerFrame>(json!({"type": "ready", "other": 1}));
+        assert_reads_as_serde::<stream_ticket::TicketBook>(json!({"entries": [{"digest": "d",
+            "task_id": "t", "principal": "p", "role": "operator", "expires_at": 9}]}));
+        assert_reads_as_serde::<auth::Role>(json!("runner"));
+        assert_reads_as_serde::<idempotency::IdempotencyBinding>(binding.clone());
+        assert_reads_as_serde::<admission::SessionState>(json!({"owner": {"id": "o"},
+            "claim": claim, "pending": {"input": input, "body": "{}", "at": 3,
+            "instance_id": "i"}, "confirmed": true}));
+        assert_reads_as_serde::<admission::AdmitInput>(input.clone());
+        assert_reads_as_serde::<admission::Claim>(claim.clone());
     }
 }

@@ -37,6 +37,13 @@ pub struct SubmitLeaderBody {
     pub deadline_ms: Option<i64>,
 }
 
+crate::tree_struct!(SubmitLeaderBody strict {
+    objective: "objective",
+    subtasks: "subtasks",
+    max_concurrency: "maxConcurrency" = default,
+    deadline_ms: "deadlineMs" = default,
+});
+
 /// One subtask as sent.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +52,8 @@ pub struct SubtaskBody {
     #[serde(default)]
     pub meta: Option<Value>,
 }
+
+crate::tree_struct!(SubtaskBody strict { objective: "objective", meta: "meta" = default });
 
 /// A validated leader admission.
 #[derive(Debug, Clone, PartialEq)]
@@ -284,7 +293,7 @@ mod tests {
     use crate::leader_drive::ReportStatus;
 
     fn body(v: Value) -> Result<SubmitLeader, ApiError> {
-        SubmitLeaderBody::deserialize(crate::json::Tree(&v))
+        <SubmitLeaderBody as crate::json::FromTree>::from_tree(&v)
             .map_err(|e| ApiError::invalid_request(e.to_string()))?
             .validate()
     }

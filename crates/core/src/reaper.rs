@@ -127,12 +127,14 @@ pub const LEADER_DRIVE_PAGE: i64 = 25;
 
 /// What a tick reads back of the last tick's summary: where its windows stopped. Only these two
 /// fields are read (a missing one, or a summary that does not parse, starts its pass over).
-#[derive(Deserialize, Default)]
+#[derive(Debug, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 struct Resume {
     leaders_next: String,
     sweep_next: String,
 }
+
+crate::tree_struct!(Resume lenient { leaders_next: "leadersNext" = default, sweep_next: "sweepNext" = default });
 
 fn resume(last_tick_summary: Option<&str>) -> Resume {
     last_tick_summary
@@ -230,5 +232,12 @@ mod tests {
         .unwrap();
         assert_eq!(v["tickId"], "t");
         assert!(v.get("terminalClaimsReleased").is_some());
+    }
+
+    #[test]
+    fn the_resume_reader_answers_as_serde_s_derived_reader_does() {
+        crate::json::assert_reads_as_serde::<Resume>(
+            serde_json::json!({"leadersNext": "a", "sweepNext": "b", "other": 1}),
+        );
     }
 }

@@ -40,6 +40,12 @@ pub struct LeaseBody {
     pub queue: Option<String>,
 }
 
+crate::tree_struct!(LeaseBody strict {
+    runner_id: "runnerId",
+    wait_ms: "waitMs" = default,
+    queue: "queue" = default,
+});
+
 /// A validated lease request: who asks, how long it may wait, and the one queue it leases from (a
 /// runner serving several queues runs one lease loop per queue).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +108,8 @@ pub struct HeartbeatBody {
     pub lease_epoch: i64,
 }
 
+crate::tree_struct!(HeartbeatBody strict { runner_id: "runnerId", lease_epoch: "leaseEpoch" });
+
 impl HeartbeatBody {
     pub fn validate(self) -> Result<LeaseHolder, ApiError> {
         LeaseHolder::parse(self.runner_id, self.lease_epoch)
@@ -119,6 +127,12 @@ pub struct EventIn {
     pub event_id: Option<String>,
 }
 
+crate::tree_struct!(EventIn strict {
+    kind: "type",
+    data: "data" = default,
+    event_id: "eventId" = default,
+});
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsBody {
@@ -131,6 +145,13 @@ pub struct EventsBody {
     #[serde(rename = "sessionId", default)]
     pub session_id: Option<String>,
 }
+
+crate::tree_struct!(EventsBody strict {
+    runner_id: "runnerId",
+    lease_epoch: "leaseEpoch",
+    events: "events",
+    session_id: "sessionId" = default,
+});
 
 /// A runner write's optional `sessionId`: the session its lease named, a routing hint that spares
 /// the server looking the run's session up. It decides nothing: the session's object takes the
@@ -235,6 +256,16 @@ pub struct FinishBody {
     pub session_id: Option<String>,
 }
 
+crate::tree_struct!(FinishBody strict {
+    runner_id: "runnerId",
+    lease_epoch: "leaseEpoch",
+    status: "status",
+    result: "result" = default,
+    error: "error" = default,
+    error_code: "errorCode" = default,
+    session_id: "sessionId" = default,
+});
+
 /// A validated finish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finish {
@@ -308,6 +339,8 @@ pub struct SteerBody {
     pub message: String,
 }
 
+crate::tree_struct!(SteerBody strict { message: "message" });
+
 impl SteerBody {
     pub fn validate(self) -> Result<String, ApiError> {
         if self.message.trim().is_empty() {
@@ -343,6 +376,16 @@ pub struct TaskBody {
     #[serde(default)]
     pub queue: Option<String>,
 }
+
+crate::tree_struct!(TaskBody strict {
+    session_id: "sessionId",
+    objective: "objective",
+    task_id: "taskId" = default,
+    meta: "meta" = default,
+    stream: "stream" = default,
+    wait_ms: "waitMs" = default,
+    queue: "queue" = default,
+});
 
 /// How a task submission is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,7 +441,7 @@ crate::codec_struct!(LeaseHolder {
 mod tests {
     use super::*;
 
-    fn parse<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, ApiError> {
+    fn parse<T: crate::json::FromTree>(json: &str) -> Result<T, ApiError> {
         crate::wire::parse_body::<T>(json.as_bytes()).map(|(_, t)| t)
     }
 

@@ -108,6 +108,14 @@ pub struct TicketEntry {
     pub expires_at: i64,
 }
 
+crate::tree_struct!(TicketEntry lenient {
+    digest: "digest",
+    task_id: "task_id",
+    principal: "principal",
+    role: "role",
+    expires_at: "expires_at",
+});
+
 /// A ticket just issued: the text (shown once, to the caller) and its deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issued {
@@ -121,6 +129,8 @@ pub struct TicketBook {
     #[serde(default)]
     pub entries: Vec<TicketEntry>,
 }
+
+crate::tree_struct!(TicketBook lenient { entries: "entries" = default });
 
 impl TicketBook {
     /// Issues a ticket for `task_id` to `principal` at `now`, living `ttl_ms`, from 32 fresh random

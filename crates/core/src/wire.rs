@@ -36,7 +36,7 @@ pub fn require_json_content_type(content_type: Option<&str>) -> Result<(), ApiEr
 
 /// Parses a JSON body that is at most [`BODY_MAX`] bytes into a generic value (kept for
 /// fingerprinting) and the typed request.
-pub fn parse_body<T: serde::de::DeserializeOwned>(
+pub fn parse_body<T: crate::json::FromTree>(
     bytes: &[u8],
 ) -> Result<(serde_json::Value, T), ApiError> {
     if bytes.len() > BODY_MAX {
@@ -52,8 +52,7 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(
             "request body must be a JSON object",
         ));
     }
-    let typed = T::deserialize(crate::json::Tree(&value))
-        .map_err(|e| ApiError::invalid_request(e.to_string()))?;
+    let typed = T::from_tree(&value).map_err(|e| ApiError::invalid_request(e.to_string()))?;
     Ok((value, typed))
 }
 
@@ -72,6 +71,14 @@ pub struct SubmitRunBody {
     #[serde(default)]
     pub queue: Option<String>,
 }
+
+crate::tree_struct!(SubmitRunBody strict {
+    session_id: "sessionId",
+    objective: "objective",
+    task_id: "taskId" = default,
+    meta: "meta" = default,
+    queue: "queue" = default,
+});
 
 /// A validated submission.
 #[derive(Debug, Clone, PartialEq)]
