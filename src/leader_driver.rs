@@ -148,6 +148,7 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
                     "leaderRunId": id,
                     "wanted": settle.status.as_str(),
                 })
+                .json_text()
             );
         }
     }

@@ -33,8 +33,8 @@ use worker::Env;
 pub async fn tick(env: Env) {
     match run(&Cx::new(env)).await {
         Ok(summary) => worker::console_log!(
-            "{}",
-            serde_json::json!({ "event": "reaper.tick", "summary": summary })
+            r#"{{"event":"reaper.tick","summary":{}}}"#,
+            serde_json::to_string(&summary).unwrap_or_default()
         ),
         Err(f) => worker::console_error!("reaper tick failed: {f}"),
     }
