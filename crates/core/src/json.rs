@@ -196,27 +196,29 @@ pub fn unknown_field(key: &str, fields: &'static [&'static str]) -> Error {
     Error::unknown_field(key, fields)
 }
 
+/// An enum as serde reads one from a tree: a string names a variant without content, an object
+/// of one key a variant and its content.
+fn enum_parts(v: &Value) -> Result<(&str, Option<&Value>), Error> {
+    match v {
+        Value::String(s) => Ok((s.as_str(), None)),
+        Value::Object(m) => match (m.iter().next(), m.len()) {
+            (Some((k, v)), 1) => Ok((k.as_str(), Some(v))),
+            _ => Err(Error::invalid_value(
+                Unexpected::Map,
+                &"an object with one key",
+            )),
+        },
+        other => Err(Error::invalid_type(
+            unexpected(other),
+            &"a string or an object",
+        )),
+    }
+}
+
 /// The variant name of a unit-only enum written as a string (or as an object of one key whose
 /// value is null), as serde reads one; `variants` answer an unknown name.
 pub fn unit_variant(v: &Value, variants: &'static [&'static str]) -> Result<usize, Error> {
-    let (name, value) = match v {
-        Value::String(s) => (s.as_str(), None),
-        Value::Object(m) => match (m.iter().next(), m.len()) {
-            (Some((k, v)), 1) => (k.as_str(), Some(v)),
-            _ => {
-                return Err(Error::invalid_value(
-                    Unexpected::Map,
-                    &"an object with one key",
-                ))
-            }
-        },
-        other => {
-            return Err(Error::invalid_type(
-                unexpected(other),
-                &"a string or an object",
-            ))
-        }
-    };
+    let (name, value) = enum_parts(v)?;
     let at = variants
         .iter()
         .position(|n| *n == name)
@@ -436,24 +438,7 @@ impl<'a> Deserializer<'a> for Tree<'a> {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let (variant, value) = match self.0 {
-            Value::String(s) => (s.as_str(), None),
-            Value::Object(m) => match (m.iter().next(), m.len()) {
-                (Some((k, v)), 1) => (k.as_str(), Some(v)),
-                _ => {
-                    return Err(Error::invalid_value(
-                        Unexpected::Map,
-                        &"an object with one key",
-                    ))
-                }
-            },
-            other => {
-                return Err(Error::invalid_type(
-                    unexpected(other),
-                    &"a string or an object",
-                ))
-            }
-        };
+        let (variant, value) = enum_parts(self.0)?;
         visitor.visit_enum(Variant { variant, value })
     }
 }
