@@ -46,7 +46,9 @@ use std::{
 };
 use worker::{durable_object, DurableObject, Env, Headers, Request, Response, State};
 
-#[durable_object]
+/// Exported with `fetch` and `alarm` only: the object holds no WebSockets and opens no sockets, so
+/// worker's default handlers for those events are not compiled in.
+#[durable_object(alarm)]
 pub struct SessionDo {
     state: State,
     env: Env,
