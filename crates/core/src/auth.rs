@@ -9,10 +9,7 @@
 //! deployment: every route but `/health` answers 503 saying what to configure.
 
 use crate::{error::ApiError, text_map::TextMap};
-use serde::{
-    de::{MapAccess, Visitor},
-    Deserialize, Deserializer, Serialize,
-};
+use serde::{Deserialize, Serialize};
 
 /// Longest principal accepted (the width of the `owner` columns).
 pub const PRINCIPAL_MAX: usize = 190;
@@ -72,27 +69,58 @@ pub struct TokenTable {
     entries: TextMap<TokenEntry>,
 }
 
-/// `SEMA_TOKENS`' entries in the order written (a key written twice: both, the later one last).
-struct Written(Vec<(String, TokenEntry)>);
+crate::tree_struct!(TokenEntry strict { principal: "principal", role: "role" });
 
-impl<'de> Deserialize<'de> for Written {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Entries;
-        impl<'de> Visitor<'de> for Entries {
-            type Value = Written;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object mapping token digests to entries")
+/// The first key written twice in one object of `text` (JSON that parsed), compared as written
+/// (a key spelt once plainly and once with escapes is not caught). A tree keeps the last of
+/// repeated keys; a credential table must not keep either silently.
+fn repeated_key(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    // One entry per open container: the keys of an object so far, or `None` for an array.
+    let mut open: Vec<Option<Vec<&str>>> = Vec::new();
+    let mut key_next = false;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'{' => {
+                open.push(Some(Vec::new()));
+                key_next = true;
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Written, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = map.next_entry()? {
-                    out.push(entry);
+            b'[' => {
+                open.push(None);
+                key_next = false;
+            }
+            b'}' | b']' => {
+                open.pop();
+                key_next = false;
+            }
+            b',' => key_next = matches!(open.last(), Some(Some(_))),
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while let Some(&c) = b.get(i) {
+                    match c {
+                        b'"' => break,
+                        b'\\' => i += 2,
+                        _ => i += 1,
+                    }
                 }
-                Ok(Written(out))
+                if key_next {
+                    key_next = false;
+                    let key = text.get(start..i)?;
+                    if let Some(Some(keys)) = open.last_mut() {
+                        if keys.contains(&key) {
+                            return Some(key);
+                        }
+                        keys.push(key);
+                    }
+                }
             }
+            _ => {}
         }
-        d.deserialize_map(Entries)
+        i += 1;
     }
+    None
 }
 
 impl TokenTable {
@@ -101,10 +129,19 @@ impl TokenTable {
         let Some(text) = json.map(str::trim).filter(|t| !t.is_empty()) else {
             return Ok(Self::default());
         };
-        let Written(raw) =
-            serde_json::from_str(text).map_err(|e| format!("SEMA_TOKENS is not valid: {e}"))?;
+        let invalid = |e: &dyn std::fmt::Display| format!("SEMA_TOKENS is not valid: {e}");
+        let tree: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(&e))?;
+        if let Some(key) = repeated_key(text) {
+            return Err(invalid(&format_args!(
+                "`{key}` is written twice in one object"
+            )));
+        }
+        let written = crate::json::object(&tree, "an object mapping token digests to entries")
+            .map_err(|e| invalid(&e))?;
         let mut entries = TextMap::new();
-        for (hash, entry) in raw {
+        for (hash, entry) in written {
+            let entry: TokenEntry =
+                crate::json::FromTree::from_tree(entry).map_err(|e| invalid(&e))?;
             let hash = hash.to_ascii_lowercase();
             if hash.len() != 64 || crate::hex::decode(&hash).is_none() {
                 return Err("SEMA_TOKENS keys must be sha256 hex digests of the tokens".into());
@@ -378,6 +415,13 @@ mod tests {
     }
 
     #[test]
+    fn a_token_entry_reads_as_serde_s_derived_reader_reads_it() {
+        crate::json::assert_reads_as_serde::<TokenEntry>(
+            serde_json::json!({"principal": "p", "role": "client"}),
+        );
+    }
+
+    #[test]
     fn malformed_token_tables_are_rejected() {
         assert!(TokenTable::parse(Some("[]")).is_err());
         assert!(TokenTable::parse(Some(r#"{"abc":{"principal":"a","role":"client"}}"#)).is_err());
@@ -386,6 +430,29 @@ mod tests {
             r#"{{"{h}":{{"principal":"a","role":"god"}}}}"#
         )))
         .is_err());
+        let g = "1".repeat(64);
+        let twice = |table: String| TokenTable::parse(Some(&table)).unwrap_err();
+        assert_eq!(
+            twice(format!(
+                r#"{{"{h}":{{"principal":"a","role":"client","principal":"b"}}}}"#
+            )),
+            "SEMA_TOKENS is not valid: `principal` is written twice in one object"
+        );
+        assert!(twice(format!(
+            r#"{{"{h}":{{"principal":"a","role":"client"}}, "{g}":{{"principal":"c","role":"runner"}},
+                "{h}":{{"principal":"b","role":"operator"}}}}"#
+        ))
+        .contains(&format!("`{h}` is written twice")));
+        // Repeats in different objects, in arrays or inside strings are not repeats.
+        let fine = format!(
+            r#"{{"{h}":{{"principal":"a","role":"client"}},"{g}":{{"principal":"a,\"principal\":","role":"runner"}}}}"#
+        );
+        assert!(repeated_key(&fine).is_none());
+        assert!(repeated_key(r#"[{"a":1},{"a":2}]"#).is_none());
+        assert_eq!(
+            repeated_key(r#"{"x":[{"a":1,"b":[1,{"a":2}],"a":3}]}"#),
+            Some("a")
+        );
     }
 
     #[test]
