@@ -157,13 +157,14 @@ fn unreadable(what: &str) -> DbError {
 
 impl RawResult {
     /// Reads one statement's result from its parsed JSON, taking its rows out of the tree (moved,
-    /// not copied). Missing parts read as absent.
+    /// not copied). A part left out (or null, but for the rows) reads as absent; a part of another
+    /// kind than D1's makes the result unreadable, as a typed read of it would.
     fn take(v: Value) -> Result<Self, DbError> {
         let Value::Object(mut m) = v else {
             return Err(unreadable("a result that is not an object"));
         };
         let results = match m.remove("results") {
-            None | Some(Value::Null) => Vec::new(),
+            None => Vec::new(),
             Some(Value::Array(rows)) => rows
                 .into_iter()
                 .map(|r| match r {
@@ -173,14 +174,21 @@ impl RawResult {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(unreadable("results that are not an array")),
         };
-        let count = |name: &str| m.get(name).and_then(Value::as_u64);
+        let count = |name: &str| match m.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| unreadable(&format!("a {name} that is not a count"))),
+        };
         Ok(Self {
             results,
-            changes: count("changes"),
-            rows_read: count("rows_read"),
+            changes: count("changes")?,
+            rows_read: count("rows_read")?,
             error: match m.remove("error") {
+                None | Some(Value::Null) => None,
                 Some(Value::String(e)) => Some(e),
-                _ => None,
+                Some(_) => return Err(unreadable("an error that is not text")),
             },
         })
     }
@@ -282,9 +290,14 @@ impl Executor for D1Exec {
         let Value::Array(results) = settled(db.batch(statements).map_err(rejected)?).await? else {
             return Err(unreadable("a batch's result that is not an array"));
         };
+        // Every statement's result read before any is judged, as one typed read of the batch was.
+        let results = results
+            .into_iter()
+            .map(RawResult::take)
+            .collect::<Result<Vec<_>, _>>()?;
         results
             .into_iter()
-            .map(|r| outcome(RawResult::take(r)?, &self.meter))
+            .map(|r| outcome(r, &self.meter))
             .collect()
     }
 

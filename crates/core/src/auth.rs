@@ -71,13 +71,13 @@ pub struct TokenTable {
 
 crate::tree_struct!(TokenEntry strict { principal: "principal", role: "role" });
 
-/// The first key written twice in one object of `text` (JSON that parsed), compared as written
-/// (a key spelt once plainly and once with escapes is not caught). A tree keeps the last of
-/// repeated keys; a credential table must not keep either silently.
-fn repeated_key(text: &str) -> Option<&str> {
+/// The first key written twice in one object of `text` (JSON that parsed), compared as decoded (a
+/// key with an escape is decoded before it is compared). A tree keeps the last of repeated keys;
+/// a credential table must not keep either silently.
+fn repeated_key(text: &str) -> Option<String> {
     let b = text.as_bytes();
     // One entry per open container: the keys of an object so far, or `None` for an array.
-    let mut open: Vec<Option<Vec<&str>>> = Vec::new();
+    let mut open: Vec<Option<Vec<std::borrow::Cow<'_, str>>>> = Vec::new();
     let mut key_next = false;
     let mut i = 0;
     while let Some(&c) = b.get(i) {
@@ -107,10 +107,18 @@ fn repeated_key(text: &str) -> Option<&str> {
                 }
                 if key_next {
                     key_next = false;
-                    let key = text.get(start..i)?;
+                    let raw = text.get(start..i)?;
+                    let key = if raw.contains('\\') {
+                        // Quotes included: the key as JSON text, decoded.
+                        std::borrow::Cow::Owned(
+                            serde_json::from_str(text.get(start - 1..=i)?).ok()?,
+                        )
+                    } else {
+                        std::borrow::Cow::Borrowed(raw)
+                    };
                     if let Some(Some(keys)) = open.last_mut() {
                         if keys.contains(&key) {
-                            return Some(key);
+                            return Some(key.into_owned());
                         }
                         keys.push(key);
                     }
@@ -450,9 +458,17 @@ mod tests {
         assert!(repeated_key(&fine).is_none());
         assert!(repeated_key(r#"[{"a":1},{"a":2}]"#).is_none());
         assert_eq!(
-            repeated_key(r#"{"x":[{"a":1,"b":[1,{"a":2}],"a":3}]}"#),
+            repeated_key(r#"{"x":[{"a":1,"b":[1,{"a":2}],"a":3}]}"#).as_deref(),
             Some("a")
         );
+        // A key spelt with an escape is the same key.
+        assert_eq!(
+            twice(format!(
+                r#"{{"{h}":{{"principal":"a","role":"client","\u0070rincipal":"b"}}}}"#
+            )),
+            "SEMA_TOKENS is not valid: `principal` is written twice in one object"
+        );
+        assert_eq!(repeated_key(r#"{"a\"b":1,"a\"c":2}"#), None);
     }
 
     #[test]

@@ -97,6 +97,9 @@ impl TaskId {
             return None;
         }
         let digits: String = self.0.split('-').collect();
+        if digits.len() != 32 {
+            return None;
+        }
         let bytes = crate::hex::decode(&digits)?;
         let mut ms = [0u8; 8];
         ms[2..].copy_from_slice(&bytes[..6]);
@@ -191,6 +194,10 @@ mod tests {
             "not hyphenated"
         );
         assert_eq!(at("01923456-789a-7000-8000-00000000000"), None, "too short");
+        // Hyphens where digits belong (a safe id may have them anywhere): not an id we minted.
+        let hyphens = format!("{}70{}", "-".repeat(14), "-".repeat(20));
+        assert_eq!(at(&hyphens), None);
+        assert_eq!(at("01923456-789a-7000-8000-0000000000--"), None);
     }
 
     #[test]

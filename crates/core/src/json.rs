@@ -5,8 +5,8 @@
 //! store, those copies were about 200 KB of the Worker's wasm (about a seventh of it). [`from_text`]
 //! parses the text into a `serde_json::Value` (one parser for the whole program) and reads `T` from
 //! that tree. The detour builds one tree per read: a few hundred bytes for a stored state or a
-//! request body. Duplicate keys in an object are taken as the last one rather than refused, so a
-//! configuration that must be strict (the token table) keeps `serde_json::from_str`.
+//! request body. Duplicate keys in an object are taken as the last one rather than refused, so the
+//! one configuration that must refuse them (the token table) scans its text for them first.
 //!
 //! What the Worker reads from a tree it reads by [`FromTree`]: a loop over the object's entries per
 //! type, declared with [`tree_struct!`](crate::tree_struct) beside the type's serde derive. The derive stays the
