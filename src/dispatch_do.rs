@@ -33,12 +33,12 @@
 
 use crate::{cx::Cx, failure::Failure, platform};
 use futures_channel::oneshot;
-use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{
         self, Backlog, DispatchCall, DispatchReply, Offers, Ready, RunnerFrame, SocketNote,
     },
     error::ErrorCode,
+    json::JsonText,
     store::{RunReadStore, RunnerStore},
     text_map::TextSet,
     ApiError,

@@ -14,11 +14,11 @@
 //! logged and counted, never swallowed.
 
 use crate::{cx::Cx, failure::Failure, platform, session_do::client};
-use sema_core::json::JsonText;
 use sema_core::{
     admission::AdmitInput,
     concurrent::join_all,
     ids::TaskId,
+    json::JsonText,
     leader::{self, LeaderFinish},
     leader_drive::{self, ChildState},
     leader_wire,

@@ -6,9 +6,9 @@
 use super::{error::json, reply};
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
-use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{DispatchCall, DispatchReply},
+    json::JsonText,
     session_protocol::SessionCall,
     store::ReaperStore,
 };

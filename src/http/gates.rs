@@ -11,11 +11,11 @@ use super::{
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform};
-use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     gate::{self, DecideBody, DecidePath, ParkBody},
     ids::{SessionId, TaskId},
+    json::JsonText,
     list::{decode_cursor, encode_cursor, parse_query},
     session_protocol::{SessionCall, WireDecide, WirePark},
     sql::run_sql::ListScope,

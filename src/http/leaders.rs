@@ -8,12 +8,12 @@ use super::{body::json_body, error::json};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, leader_driver, platform};
-use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     error::ErrorCode,
     idempotency,
     ids::TaskId,
+    json::JsonText,
     leader_wire::{self, LeaderListQuery, SubmitLeaderBody},
     list::{encode_cursor, next_page},
     sql::run_sql::ListScope,

@@ -9,11 +9,11 @@ use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, dispatch_do, failure::Failure, platform, session_do::client};
-use sema_core::json::JsonText;
 use sema_core::{
     dispatch::{self, DispatchCall, DispatchReply},
     hex,
     ids::{SessionId, TaskId},
+    json::JsonText,
     runner_wire::{Events, EventsBody, FinishBody, HeartbeatBody, LeaseBody},
     session_protocol::{SessionCall, SessionReply, WireEvent, WireFinish},
     store::{Heartbeat, RunReadStore, RunnerStore},

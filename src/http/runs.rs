@@ -7,13 +7,13 @@ use super::{body::json_body, error::json, reply};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{config, cx::Cx, failure::Failure, platform, session_do::client};
-use sema_core::json::JsonText;
 use sema_core::{
     admission::{AdmitInput, CommitPoint},
     answer,
     auth::Principal,
     idempotency::{self, Replay},
     ids::{self, TaskId},
+    json::JsonText,
     list::{encode_cursor, next_page, RunListQuery},
     liveness,
     run::RunRow,

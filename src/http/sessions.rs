@@ -7,10 +7,10 @@ use super::{error::json, runs::ask};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, platform};
-use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     ids::{SessionId, TaskId},
+    json::JsonText,
     list::{encode_cursor, next_page},
     session_protocol::SessionCall,
     sessions::SessionListQuery,

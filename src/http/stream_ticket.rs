@@ -9,10 +9,10 @@ use super::{error::json, runs};
 use crate::incoming::Incoming;
 use crate::outgoing::Outgoing;
 use crate::{cx::Cx, failure::Failure, session_do::client};
-use sema_core::json::JsonText;
 use sema_core::{
     auth::Principal,
     ids::TaskId,
+    json::JsonText,
     session_protocol::{SessionCall, SessionReply},
     store::RunReadStore,
     stream_ticket,

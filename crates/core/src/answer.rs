@@ -2,8 +2,8 @@
 //! append, a steer, a finish; and what a cancel obliges the object to do. The adapter renders these,
 //! so every body is decided (and tested) here once.
 
-use crate::json::JsonText;
 use crate::{
+    json::JsonText,
     liveness::{read_face, Staleness, STALLED_CODE, STALLED_ERROR},
     run::RunRow,
     session_protocol::CancelReply,

@@ -9,12 +9,13 @@
 //! one configuration that must refuse them (the token table) scans its text for them first.
 //!
 //! What the Worker reads from a tree it reads by [`FromTree`]: a loop over the object's entries per
-//! type, declared with [`tree_struct!`](crate::tree_struct) beside the type's serde derive. The derive stays the
-//! reference: [`serde_from_text`] reads through it ([`Tree`], a serde deserializer over a borrowed
-//! tree that takes a struct only from an object), and a test holds every [`FromTree`] reader to it,
-//! value for value and error for error. serde's tree readers compiled a field visitor, a map
-//! visitor and a value seed per field type into every type (and serde_json's own, an array path
-//! and a second, owned, copy of each); the derived readers were about 14 KB of the gzipped module.
+//! type, declared with [`tree_struct!`](crate::tree_struct) beside the type's serde derive. The
+//! derive stays the reference: [`serde_from_text`] reads through it ([`Tree`], a serde deserializer
+//! over a borrowed tree that takes a struct only from an object), and a test holds every
+//! [`FromTree`] reader to it, value for value and error for error. serde's tree readers compiled a
+//! field visitor, a map visitor and a value seed per field type into every type (and serde_json's
+//! own, an array path and a second, owned, copy of each); the derived readers were about 14 KB of
+//! the gzipped module.
 
 use serde::de::{
     value::BorrowedStrDeserializer, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess,
@@ -49,13 +50,14 @@ pub fn serde_from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
 }
 
 /// A type read from a parsed tree by code of its own, not serde's: what the Worker reads (request
-/// bodies, runner frames, the objects' stored state) implements it with [`tree_struct!`](crate::tree_struct) or
-/// [`tree_enum!`](crate::tree_enum). serde's derived readers, even through [`Tree`], compiled a field visitor, a
-/// map visitor and a value seed per field type into every type (about 14 KB of the gzipped
-/// module); these are a loop over the object's entries. They answer exactly as the derived reader
-/// of the same declaration does: the same value, or the same first error in the same words (the
-/// object's entries are read in order, an unknown field refused where it stands, the missing ones
-/// named after; a test holds each type to its derived reader over a corpus of misfits).
+/// bodies, runner frames, the objects' stored state) implements it with
+/// [`tree_struct!`](crate::tree_struct) or [`tree_enum!`](crate::tree_enum). serde's derived
+/// readers, even through [`Tree`], compiled a field visitor, a map visitor and a value seed per
+/// field type into every type (about 14 KB of the gzipped module); these are a loop over the
+/// object's entries. They answer exactly as the derived reader of the same declaration does: the
+/// same value, or the same first error in the same words (the object's entries are read in order,
+/// an unknown field refused where it stands, the missing ones named after; a test holds each type
+/// to its derived reader over a corpus of misfits).
 pub trait FromTree: Sized {
     fn from_tree(v: &Value) -> Result<Self, Error>;
 

@@ -2,9 +2,9 @@
 //! and the record as the API shows it — its plan, its children, and (once settled) the worker
 //! reports its `result` holds.
 
-use crate::json::JsonText;
 use crate::{
     error::{ApiError, ErrorCode},
+    json::JsonText,
     leader::{LeaderRunRecord, STATUSES},
     leader_drive::{ChildState, Drive, Report},
     list::{self, decode_cursor},

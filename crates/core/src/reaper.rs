@@ -134,7 +134,10 @@ struct Resume {
     sweep_next: String,
 }
 
-crate::tree_struct!(Resume lenient { leaders_next: "leadersNext" = default, sweep_next: "sweepNext" = default });
+crate::tree_struct!(Resume lenient {
+    leaders_next: "leadersNext" = default,
+    sweep_next: "sweepNext" = default,
+});
 
 fn resume(last_tick_summary: Option<&str>) -> Resume {
     last_tick_summary

@@ -43,8 +43,8 @@ impl Dialect {
     /// on by default); a build without one has no executor of it (the Worker's D1 build has
     /// neither), so every statement it writes is SQLite's. Every choice of text goes through here,
     /// so in such a build the choice is a constant and the other dialects' texts and paths are not
-    /// compiled in (in the Worker, 24 KB of the module, 4 KB gzipped). Meeting a dialect the build left out
-    /// is a programming error: it panics.
+    /// compiled in (in the Worker, 24 KB of the module, 4 KB gzipped). Meeting a dialect the build
+    /// left out is a programming error: it panics.
     #[inline(always)]
     pub fn built(self) -> Dialect {
         match self {
