@@ -5,7 +5,7 @@
 //!
 //! Results are read in one call: a snippet of JavaScript keeps the parts read (rows, error, and two
 //! of `meta`'s counts) and turns the whole batch's result into JSON text (`JSON.stringify`,
-//! native); serde_json parses it here, into the tree whose objects are the rows (moved out of it,
+//! native); the core parses it here, into the tree whose objects are the rows (moved out of it,
 //! not copied). worker's `D1Result` walks each row and the whole `meta` object field by field
 //! across the wasm boundary (`serde_wasm_bindgen`), which a CPU profile of submit → lease put at
 //! ~4% of the isolate's busy time.
@@ -14,12 +14,12 @@
 //! refuses with [`DbError::SchemaMismatch`] (a 503 `store.schema_mismatch`) unless the database is
 //! at [`schema::VERSION`]. A mismatch is not remembered, so applying the migrations heals at once.
 
+use sema_core::json::Value;
 use sema_core::{
     schema,
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
     store::Executor,
 };
-use serde_json::Value;
 use std::{cell::Cell, rc::Rc};
 use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
 use worker::{wasm_bindgen_futures::JsFuture, worker_sys, D1Database, D1PreparedStatement, Env};
@@ -209,11 +209,11 @@ extern "C" {
 }
 
 /// Awaits a D1 promise and parses its result as JSON ([`d1_text`]), with the program's one JSON
-/// parser (`serde_json::Value`'s).
+/// parser (`sema_core::json::Value`'s).
 async fn settled(promise: js_sys::Promise) -> Result<Value, DbError> {
     let value = JsFuture::from(promise).await.map_err(rejected)?;
     let text = d1_text(&value).map_err(rejected)?;
-    serde_json::from_str(&text).map_err(|e| unreadable(&e.to_string()))
+    sema_core::json::parse(&text).map_err(|e| unreadable(&e.to_string()))
 }
 
 fn outcome(result: RawResult, meter: &Meter) -> Result<Outcome, DbError> {

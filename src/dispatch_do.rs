@@ -179,7 +179,7 @@ impl DurableObject for DispatchDo {
             Ok(RunnerFrame::Ready) => self.socket_ready(ws).await,
             Err(e) => {
                 let _ = ws.send_with_str(
-                    serde_json::json!({"type": "error", "message": format!("unknown frame: {e}")})
+                    sema_core::json!({"type": "error", "message": format!("unknown frame: {e}")})
                         .json_text(),
                 );
             }
@@ -766,7 +766,9 @@ impl DispatchDo {
 /// Keeps `note` on the socket (it survives hibernation), as JSON text: one string across the wasm
 /// boundary rather than an object built field by field.
 fn keep_note(ws: &WebSocket, note: &SocketNote) -> worker::Result<()> {
-    ws.serialize_attachment(serde_json::to_string(note)?)
+    let text =
+        sema_core::json::to_text(note).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    ws.serialize_attachment(text)
 }
 
 /// The note kept on `ws` (none: not one of this object's runner sockets).

@@ -69,8 +69,8 @@ impl From<sema_core::object_codec::Malformed> for Failure {
     }
 }
 
-impl From<serde_json::Error> for Failure {
-    fn from(e: serde_json::Error) -> Self {
+impl From<sema_core::json::Error> for Failure {
+    fn from(e: sema_core::json::Error) -> Self {
         Self::Infra(format!("json: {e}"))
     }
 }

@@ -192,7 +192,7 @@ fn to_json(row: &tokio_postgres::Row) -> Result<Row, DbError> {
     let mut out = Row::new();
     for (i, col) in row.columns().iter().enumerate() {
         let bad = |e| other(&format!("column {}", col.name()), e);
-        let v: serde_json::Value = match *col.type_() {
+        let v: sema_core::json::Value = match *col.type_() {
             Type::INT2 => row.try_get::<_, Option<i16>>(i).map_err(bad)?.into(),
             Type::INT4 => row.try_get::<_, Option<i32>>(i).map_err(bad)?.into(),
             Type::INT8 => row.try_get::<_, Option<i64>>(i).map_err(bad)?.into(),

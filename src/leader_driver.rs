@@ -143,7 +143,7 @@ pub async fn drive_view(cx: &Cx, view: &LeaderView) -> Result<Driven, Failure> {
             done.settle_lost = true;
             worker::console_warn!(
                 "{}",
-                serde_json::json!({
+                sema_core::json!({
                     "event": "leader.settle_lost",
                     "leaderRunId": id,
                     "wanted": settle.status.as_str(),

@@ -34,7 +34,7 @@ pub async fn tick(env: Env) {
     match run(&Cx::new(env)).await {
         Ok(summary) => worker::console_log!(
             r#"{{"event":"reaper.tick","summary":{}}}"#,
-            serde_json::to_string(&summary).unwrap_or_default()
+            sema_core::json::to_text(&summary).unwrap_or_default()
         ),
         Err(f) => worker::console_error!("reaper tick failed: {f}"),
     }
@@ -188,7 +188,7 @@ async fn run(cx: &Cx) -> Result<TickSummary, Failure> {
     s.duration_ms = elapsed();
     s.d1_round_trips = cx.meter.round_trips();
     s.d1_rows_read = cx.meter.rows_read();
-    let report_json = serde_json::to_string(&s)?;
+    let report_json = sema_core::json::to_text(&s)?;
     store
         .record_tick(
             &TickRecord {

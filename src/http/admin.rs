@@ -18,14 +18,14 @@ const SHOWN: i64 = 20;
 
 pub async fn reapers(cx: &Cx) -> Result<Outgoing, Failure> {
     let ticks = cx.store()?.recent_ticks(SHOWN).await?;
-    let ticks: Vec<serde_json::Value> = ticks
+    let ticks: Vec<sema_core::json::Value> = ticks
         .iter()
         .map(|t| {
-            serde_json::from_str(&t.report_json)
-                .unwrap_or_else(|_| serde_json::json!({"tickId": t.tick_id}))
+            sema_core::json::parse(&t.report_json)
+                .unwrap_or_else(|_| sema_core::json!({"tickId": t.tick_id}))
         })
         .collect();
-    Ok(json(200, serde_json::json!({ "ticks": ticks }).json_text()))
+    Ok(json(200, sema_core::json!({ "ticks": ticks }).json_text()))
 }
 
 pub async fn session(cx: &Cx, session_id: &str) -> Result<Outgoing, Failure> {
@@ -43,7 +43,7 @@ pub async fn queue(cx: &Cx, queue: &str) -> Result<Outgoing, Failure> {
             sockets,
         } => Ok(json(
             200,
-            serde_json::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
+            sema_core::json!({"queue": queue, "waiters": waiters, "backlog": backlog,
                 "offered": offered, "cold": cold, "sockets": sockets})
             .json_text(),
         )),

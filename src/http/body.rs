@@ -15,7 +15,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 /// Reads and parses a JSON body: the generic value (for fingerprints) and the typed request.
 pub async fn json_body<T: sema_core::json::FromTree>(
     req: &Incoming,
-) -> Result<(serde_json::Value, T), Failure> {
+) -> Result<(sema_core::json::Value, T), Failure> {
     let header = |name: &str| req.header(name);
     wire::require_json_content_type(header("content-type").as_deref())?;
     let declared = header("content-length").and_then(|l| l.trim().parse::<u64>().ok());

@@ -112,7 +112,7 @@ pub async fn wake(
     principal: &Principal,
     session_id: &SessionId,
 ) -> Result<Outgoing, Failure> {
-    let (_, mut body): (_, serde_json::Value) = json_body(req).await?;
+    let (_, mut body): (_, sema_core::json::Value) = json_body(req).await?;
     let fields = body
         .as_object_mut()
         .ok_or_else(|| ApiError::invalid_request("the body must be a JSON object"))?;
@@ -208,11 +208,11 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
     let approvals: Vec<_> = shown
         .iter()
         .map(|g| {
-            serde_json::json!({
+            sema_core::json!({
                 "sessionId": g.session_id,
                 "taskId": g.task_id,
                 "kind": g.kind,
-                "card": serde_json::from_str::<serde_json::Value>(&g.card).unwrap_or_default(),
+                "card": sema_core::json::parse(&g.card).unwrap_or_default(),
                 "decidePath": gate::decide_path(&g.kind, &g.session_id, &g.task_id),
                 "expiresAt": g.expires_at,
                 "createdAt": g.created_at,
@@ -226,6 +226,6 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
                 .map(|g| encode_cursor(g.created_at, &g.session_id))
         })
         .flatten();
-    let body = serde_json::json!({"approvals": approvals, "nextCursor": next});
+    let body = sema_core::json!({"approvals": approvals, "nextCursor": next});
     Ok(json(200, body.json_text()))
 }

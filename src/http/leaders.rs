@@ -119,7 +119,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         encode_cursor(r.started_at_ms, &r.id)
     });
     // Records without `result`: a page stays small whatever its leaders reported (GET one for it).
-    let shown: Vec<serde_json::Value> = rows
+    let shown: Vec<sema_core::json::Value> = rows
         .iter()
         .map(|r| {
             let mut v = leader_wire::leader_json(r, None, None);
@@ -129,7 +129,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
             v
         })
         .collect();
-    let body = serde_json::json!({ "leaderRuns": shown, "nextCursor": next });
+    let body = sema_core::json!({ "leaderRuns": shown, "nextCursor": next });
     Ok(json(200, body.json_text()))
 }
 
@@ -167,7 +167,7 @@ async fn visible(cx: &Cx, principal: &Principal, id: &TaskId) -> Result<LeaderVi
 fn shown(view: &LeaderView, flag: Option<(&str, bool)>) -> String {
     let mut v = leader_wire::leader_json(&view.record, view.drive.as_ref(), Some(&view.children));
     if let (Some(o), Some((k, b))) = (v.as_object_mut(), flag) {
-        o.insert(k.to_owned(), serde_json::Value::Bool(b));
+        o.insert(k.to_owned(), sema_core::json::Value::Bool(b));
     }
     v.json_text()
 }

@@ -53,7 +53,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
             seq,
         } => (
             200,
-            serde_json::json!({"taskId": task_id, "status": status, "seq": seq}).json_text(),
+            sema_core::json!({"taskId": task_id, "status": status, "seq": seq}).json_text(),
         ),
         SessionReply::Decided {
             woken: Some(admission),
@@ -68,7 +68,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
             woken: None,
         } => (
             200,
-            serde_json::json!({
+            sema_core::json!({
                 "taskId": task_id,
                 "sessionId": session_id,
                 "gate": kind,
@@ -82,7 +82,7 @@ pub fn render(cx: &Cx, answer: Answer) -> Result<Outgoing, Failure> {
             runs_deleted,
         } => (
             200,
-            serde_json::json!({"sessionId": session_id, "deleted": true, "runsDeleted": runs_deleted})
+            sema_core::json!({"sessionId": session_id, "deleted": true, "runsDeleted": runs_deleted})
                 .json_text(),
         ),
         SessionReply::Noted { .. }

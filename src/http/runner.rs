@@ -130,9 +130,9 @@ pub async fn heartbeat(req: &Incoming, cx: &Cx, task_id: &TaskId) -> Result<Outg
     let steer: Vec<_> = beat
         .steer
         .iter()
-        .map(|(seq, message)| serde_json::json!({"seq": seq, "message": message}))
+        .map(|(seq, message)| sema_core::json!({"seq": seq, "message": message}))
         .collect();
-    let body = serde_json::json!({
+    let body = sema_core::json!({
         "cancelRequested": beat.cancel_requested,
         "steer": steer,
         "steerPending": beat.steer_pending,

@@ -77,7 +77,7 @@ pub async fn admit_input(
     submit: sema_core::wire::SubmitRun,
     raw_key: Option<&str>,
     route: &str,
-    body: &serde_json::Value,
+    body: &sema_core::json::Value,
     lookup: KeyLookup,
 ) -> Result<Result<AdmitInput, Replay>, Failure> {
     let owner = principal.id.clone();
@@ -110,7 +110,7 @@ pub async fn admit_input(
         client_task_id,
         owner,
         objective: submit.objective,
-        meta: serde_json::Value::Object(submit.meta).json_text(),
+        meta: sema_core::json::Value::Object(submit.meta).json_text(),
         idempotency,
         queue: submit.queue,
         key_unread,
@@ -193,11 +193,12 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         encode_cursor(r.created_at, &r.task_id)
     });
     let (now, staleness) = (platform::now_ms(), config::settings(&cx.env).staleness);
-    let faces: Vec<_> = runs
+    // Each face as a tree (its keys sorted, as every tree's are).
+    let faces: Vec<sema_core::json::Value> = runs
         .iter()
-        .map(|r| liveness::read_face(r, now, &staleness))
-        .collect();
-    let body = serde_json::json!({ "runs": faces, "nextCursor": next });
+        .map(|r| sema_core::json::to_value(liveness::read_face(r, now, &staleness)))
+        .collect::<Result<_, _>>()?;
+    let body = sema_core::json!({ "runs": faces, "nextCursor": next });
     Ok(json(200, body.json_text()))
 }
 
@@ -321,17 +322,17 @@ pub async fn events_of(
     let events: Vec<_> = page
         .iter()
         .map(|e| {
-            serde_json::json!({
+            sema_core::json!({
                 "seq": e.seq,
                 "type": e.kind,
-                "data": serde_json::from_str::<serde_json::Value>(&e.data).unwrap_or_default(),
+                "data": sema_core::json::parse(&e.data).unwrap_or_default(),
                 "eventId": e.event_id,
                 "createdAt": e.created_at,
             })
         })
         .collect();
     let done = status::is_terminal(&run.status) && next_after >= run.last_seq;
-    let body = serde_json::json!({
+    let body = sema_core::json!({
         "taskId": run.task_id,
         "status": run.status,
         "events": events,

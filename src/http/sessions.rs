@@ -37,7 +37,7 @@ pub async fn list(req: &Incoming, cx: &Cx, principal: &Principal) -> Result<Outg
         encode_cursor(r.updated_at, &r.session_id)
     });
     let faces: Vec<_> = rows.iter().map(|r| r.face(false)).collect();
-    let body = serde_json::json!({ "sessions": faces, "nextCursor": next });
+    let body = sema_core::json!({ "sessions": faces, "nextCursor": next });
     Ok(json(200, body.json_text()))
 }
 

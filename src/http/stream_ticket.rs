@@ -29,7 +29,7 @@ pub async fn issue(cx: &Cx, principal: &Principal, task_id: &TaskId) -> Result<O
     match client::call(cx, &run.session_id, &call).await? {
         client::Answer::Reply(SessionReply::Ticket { ticket, expires_at }) => Ok(json(
             200,
-            serde_json::json!({"ticket": ticket, "expiresAt": expires_at}).json_text(),
+            sema_core::json!({"ticket": ticket, "expiresAt": expires_at}).json_text(),
         )),
         client::Answer::Reply(SessionReply::Refused(e)) => Err(e.into()),
         client::Answer::Reply(SessionReply::Failed { cause }) => Err(Failure::Infra(cause)),

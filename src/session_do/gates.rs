@@ -27,7 +27,7 @@ impl SessionDo {
         // only its digest is stored, and it is dropped here.
         let token = platform::random::<32>()?;
         let checkpoint_id = gate::checkpoint_id(&token);
-        let card: serde_json::Value = serde_json::from_str(&p.card_json)?;
+        let card: sema_core::json::Value = sema_core::json::parse(&p.card_json)?;
         let now = platform::now_ms();
         let expires_at = gate::expires_at(now, p.expires_in_sec, p.approval_timeout_sec);
         let event_json = gate::park_event_data(&p.kind, &card, expires_at);

@@ -99,7 +99,7 @@ impl SessionDo {
         self.forget_claim_of(task_id).await?;
         let done = Done {
             seq: run.last_seq,
-            result: serde_json::from_str(&f.done_json).unwrap_or_default(),
+            result: sema_core::json::parse(&f.done_json).unwrap_or_default(),
         };
         self.hub.publish_done(task_id, &done);
         Ok(SessionReply::Finished(run))

@@ -59,7 +59,7 @@ impl SessionDo {
     }
 
     async fn save_with(&self, state: SessionState, durability: Durability) -> Result<(), Failure> {
-        let text = serde_json::to_string(&state)?;
+        let text = sema_core::json::to_text(&state)?;
         *self.memory.borrow_mut() = Some(state);
         let (Durability::AfterD1, Some(storage)) = (durability, self.storage_raw.as_ref()) else {
             self.state.storage().put(STATE_KEY, text).await?;

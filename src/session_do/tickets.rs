@@ -50,7 +50,7 @@ impl SessionDo {
             task_id,
             &principal,
         );
-        let text = serde_json::to_string(&book)?;
+        let text = sema_core::json::to_text(&book)?;
         *self.tickets.borrow_mut() = Some(book);
         self.state.storage().put(TICKETS_KEY, text).await?;
         Ok(SessionReply::Ticket {

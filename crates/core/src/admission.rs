@@ -313,7 +313,7 @@ impl Admission {
     pub fn of(status: u16, admitted: &Admitted) -> Self {
         Self {
             status,
-            body: serde_json::to_string(admitted).unwrap_or_default(),
+            body: crate::json::to_text(admitted).unwrap_or_default(),
             task_id: admitted.task_id.clone(),
             replayed: false,
             flush: false,
@@ -443,7 +443,7 @@ pub fn task_id_taken(input: &AdmitInput, run: Option<&RunRow>) -> Result<Admissi
 
 /// The body of a fresh admission (also what an idempotency key replays).
 pub fn admitted_body(task_id: &str, session_id: &str) -> String {
-    serde_json::to_string(&Admitted {
+    crate::json::to_text(&Admitted {
         task_id: task_id.to_owned(),
         session_id: session_id.to_owned(),
         status: crate::status::RUNNING.to_owned(),
@@ -497,16 +497,16 @@ mod tests {
 
     #[test]
     fn an_input_without_a_queue_deserializes_into_the_default_queue() {
-        let json = serde_json::json!({
+        let json = crate::json!({
             "session_id": "S", "task_id": "T", "client_task_id": false, "owner": null,
             "objective": "o", "meta": "{}", "idempotency": null
         });
-        let i: AdmitInput = serde_json::from_value(json).unwrap();
+        let i: AdmitInput = crate::json::serde_from_value(json).unwrap();
         assert_eq!(i.queue, "default");
         let mut named = input("T", false, None, None);
         named.queue = "gpu".into();
         let back: AdmitInput =
-            serde_json::from_str(&serde_json::to_string(&named).unwrap()).unwrap();
+            serde_json::from_str(&crate::json::to_text(&named).unwrap()).unwrap();
         assert_eq!(back, named);
     }
 
@@ -604,7 +604,7 @@ mod tests {
             instance_id: "i".into(),
         });
         let back: SessionState =
-            serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+            serde_json::from_str(&crate::json::to_text(&state).unwrap()).unwrap();
         assert_eq!(back.pending, state.pending);
         assert!(!back.confirmed, "a stored state is read back unconfirmed");
         let old: SessionState = serde_json::from_str(r#"{"owner":null,"claim":null}"#).unwrap();
@@ -814,7 +814,7 @@ mod tests {
     #[test]
     fn state_survives_a_storage_round_trip() {
         let s = held("A", None, Some(("k", "f")));
-        let back: SessionState = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let back: SessionState = serde_json::from_str(&crate::json::to_text(&s).unwrap()).unwrap();
         assert_eq!(back, s);
     }
 
@@ -882,7 +882,7 @@ mod tests {
     }
 
     fn run(task: &str, session: &str, owner: Option<&str>, status: &str) -> RunRow {
-        serde_json::from_value(serde_json::json!({
+        crate::json::serde_from_value(crate::json!({
             "task_id": task, "session_id": session, "owner": owner, "instance_id": "default",
             "status": status, "objective_preview": "", "result": null, "error": null,
             "error_code": null, "held_by": null, "lease_epoch": 0, "cancel_requested": false,

@@ -2,6 +2,7 @@
 //! append, a steer, a finish; and what a cancel obliges the object to do. The adapter renders these,
 //! so every body is decided (and tested) here once.
 
+use crate::json;
 use crate::{
     json::JsonText,
     liveness::{read_face, Staleness, STALLED_CODE, STALLED_ERROR},
@@ -9,14 +10,13 @@ use crate::{
     session_protocol::CancelReply,
     sse, status,
 };
-use serde_json::json;
 
 /// A status and a JSON body (text: the face keeps its field order on the wire).
 pub type Answer = (u16, String);
 
 /// The read face of a run as of `now`, as JSON text (a silent running run reads `failed`).
 pub fn face(run: &RunRow, now: i64, s: &Staleness) -> String {
-    serde_json::to_string(&read_face(run, now, s)).unwrap_or_default()
+    crate::json::to_text(&read_face(run, now, s)).unwrap_or_default()
 }
 
 /// `POST /v1/runs/{id}/cancel` after the object's batch: 200 with the face when the run is terminal
@@ -120,13 +120,13 @@ pub fn stats(waiters: usize, streams: usize, claim: Option<&str>, cut_off: u64) 
 
 /// A runner's finish: the run's face after it (terminal: nothing to judge).
 pub fn finished(run: &RunRow) -> Answer {
-    (200, serde_json::to_string(&run.face()).unwrap_or_default())
+    (200, crate::json::to_text(&run.face()).unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use crate::json::Value;
 
     const S: Staleness = Staleness {
         held_ms: 10,
@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn run(status: &str, last_seq: i64) -> RunRow {
-        serde_json::from_value(json!({
+        crate::json::serde_from_value(json!({
             "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
             "status": status, "objective_preview": "p", "result": null,
             "error": if status == "cancelled" { Some("cancelled by user") } else { None },

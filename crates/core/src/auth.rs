@@ -111,7 +111,10 @@ fn repeated_key(text: &str) -> Option<String> {
                     let key = if raw.contains('\\') {
                         // Quotes included: the key as JSON text, decoded.
                         std::borrow::Cow::Owned(
-                            serde_json::from_str(text.get(start - 1..=i)?).ok()?,
+                            crate::json::parse(text.get(start - 1..=i)?)
+                                .ok()?
+                                .as_str()?
+                                .to_owned(),
                         )
                     } else {
                         std::borrow::Cow::Borrowed(raw)
@@ -138,7 +141,7 @@ impl TokenTable {
             return Ok(Self::default());
         };
         let invalid = |e: &dyn std::fmt::Display| format!("SEMA_TOKENS is not valid: {e}");
-        let tree: serde_json::Value = serde_json::from_str(text).map_err(|e| invalid(&e))?;
+        let tree: crate::json::Value = crate::json::parse(text).map_err(|e| invalid(&e))?;
         if let Some(key) = repeated_key(text) {
             return Err(invalid(&format_args!(
                 "`{key}` is written twice in one object"
@@ -425,7 +428,7 @@ mod tests {
     #[test]
     fn a_token_entry_reads_as_serde_s_derived_reader_reads_it() {
         crate::json::assert_reads_as_serde::<TokenEntry>(
-            serde_json::json!({"principal": "p", "role": "client"}),
+            crate::json!({"principal": "p", "role": "client"}),
         );
     }
 

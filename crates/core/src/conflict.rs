@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn the_done_result_has_fixed_key_order_and_no_absent_keys() {
         let c = Conflict::build("S", Some("T"), &row("running", None));
-        let json = serde_json::to_string(&c.done_result()).unwrap();
+        let json = crate::json::to_text(&c.done_result()).unwrap();
         assert_eq!(
             json,
             format!(

@@ -346,8 +346,8 @@ impl Offers {
 /// and its `reason` (or a plan review's `feedback`); the two counts say what already waits for the
 /// new holder, as an append's answer does.
 pub fn lease_body(l: &Lease) -> String {
-    let meta: serde_json::Value = serde_json::from_str(&l.meta).unwrap_or_default();
-    let mut body = serde_json::json!({
+    let meta: crate::json::Value = crate::json::parse(&l.meta).unwrap_or_default();
+    let mut body = crate::json!({
         "taskId": l.task_id,
         "sessionId": l.session_id,
         "leaseEpoch": l.lease_epoch,
@@ -363,8 +363,8 @@ pub fn lease_body(l: &Lease) -> String {
         } else {
             "reason"
         };
-        let card: serde_json::Value = serde_json::from_str(&r.card).unwrap_or_default();
-        let mut resume = serde_json::json!({
+        let card: crate::json::Value = crate::json::parse(&r.card).unwrap_or_default();
+        let mut resume = crate::json!({
             "gate": {"kind": r.kind, "card": card},
             "decision": r.decision,
         });
@@ -443,7 +443,7 @@ impl<'de> Deserialize<'de> for RunnerFrame {
 }
 
 impl crate::json::FromTree for RunnerFrame {
-    fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+    fn from_tree(v: &crate::json::Value) -> Result<Self, crate::json::Error> {
         let Frame { kind: Kind::Ready } = Frame::from_tree(v)?;
         Ok(RunnerFrame::Ready)
     }
@@ -452,7 +452,7 @@ impl crate::json::FromTree for RunnerFrame {
 /// The frame the dispatcher pushes with a lease the dispatcher itself wrote for the socket's
 /// runner: `{"type":"lease", ...}` with the fields of [`lease_body`].
 pub fn lease_frame(l: &Lease) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(&lease_body(l)).unwrap_or_default();
+    let mut v: crate::json::Value = crate::json::parse(&lease_body(l)).unwrap_or_default();
     v["type"] = "lease".into();
     v.json_text()
 }
@@ -564,7 +564,7 @@ mod tests {
                 steer_pending: 2,
             },
         };
-        let v: serde_json::Value = serde_json::from_str(&lease_frame(&l)).unwrap();
+        let v: crate::json::Value = serde_json::from_str(&lease_frame(&l)).unwrap();
         assert_eq!(
             (&v["cancelRequested"], &v["steerPending"]),
             (&false.into(), &2.into())
@@ -638,10 +638,10 @@ mod tests {
             }),
             waiting: crate::store::Waiting::NOTHING,
         };
-        let v: serde_json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
+        let v: crate::json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
         assert_eq!(v["resume"]["feedback"], "shorter");
         l.resume.as_mut().unwrap().kind = "tool_approval".into();
-        let v: serde_json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
+        let v: crate::json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
         assert_eq!(v["resume"]["reason"], "shorter");
         assert_eq!(
             (v["leaseEpoch"].as_i64(), v["lastSeq"].as_i64()),

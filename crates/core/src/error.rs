@@ -189,7 +189,7 @@ impl ApiError {
 
     /// Adds a detail key; `value` is serialised to JSON now so the body keeps a fixed key order.
     pub fn with<T: Serialize + ?Sized>(mut self, key: &str, value: &T) -> Self {
-        let json = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
+        let json = crate::json::to_text(value).unwrap_or_else(|_| "null".to_owned());
         self.details.push((key.to_owned(), json));
         self
     }
@@ -378,7 +378,7 @@ impl ApiError {
 }
 
 fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+    crate::json::to_text(s).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
 impl std::fmt::Display for ApiError {
@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn body_is_valid_json() {
         let e = ApiError::invalid_field("sessionId", "must match ^[A-Za-z0-9_.-]{1,64}$");
-        let v: serde_json::Value = serde_json::from_str(&e.body()).unwrap();
+        let v: crate::json::Value = serde_json::from_str(&e.body()).unwrap();
         assert_eq!(v["errorCode"], "invalid_request");
         assert_eq!(v["field"], "sessionId");
     }
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn an_error_survives_a_serialisation_round_trip_with_its_details_in_order() {
         let e = ApiError::method_not_allowed("GET, POST").with("x", &[1, 2]);
-        let back: ApiError = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        let back: ApiError = serde_json::from_str(&crate::json::to_text(&e).unwrap()).unwrap();
         assert_eq!(back, e);
         assert_eq!(back.body(), e.body());
         assert_eq!(back.status(), 405);

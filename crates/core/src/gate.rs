@@ -13,6 +13,7 @@
 //! (`approval.denied`, `resource_limit.stopped`); `wake` ends the parked run `completed` with its
 //! card as the result (the session object then admits the new run).
 
+use crate::json::{Map, Value};
 use crate::{
     error::{ApiError, ErrorCode},
     ids::{is_safe_id, SAFE_ID_RULE},
@@ -21,7 +22,6 @@ use crate::{
     status::{ParkStatus, TerminalStatus},
 };
 use serde::Deserialize;
-use serde_json::{Map, Value};
 
 /// Every gate kind this build parks on.
 pub const KINDS: [&str; 7] = [
@@ -249,7 +249,7 @@ pub fn end_run(
     card_json: &str,
 ) -> EndRun {
     let result = if decision == Decision::Wake {
-        serde_json::from_str::<Value>(card_json).unwrap_or(Value::Null)
+        crate::json::parse(card_json).unwrap_or(Value::Null)
     } else {
         let mut m = Map::new();
         m.insert("gate".into(), kind.into());
@@ -310,7 +310,7 @@ pub fn park_event_data(kind: &str, card: &Value, expires_at: Option<i64>) -> Str
 /// The `resumed` event's data: `{"gate":{"kind"},"decision","reason"?}`.
 pub fn resumed_event_data(kind: &str, decision: Decision, reason: Option<&str>) -> String {
     let mut m = Map::new();
-    m.insert("gate".into(), serde_json::json!({ "kind": kind }));
+    m.insert("gate".into(), crate::json!({ "kind": kind }));
     m.insert("decision".into(), decision.as_str().into());
     if let Some(r) = reason {
         m.insert("reason".into(), r.into());
@@ -594,7 +594,7 @@ impl Refusal {
                 };
                 e.with(
                     "pendingGate",
-                    &serde_json::json!({ "kind": kind, "decidePath": decide_path }),
+                    &crate::json!({ "kind": kind, "decidePath": decide_path }),
                 )
             }
             Self::Expired => ApiError::new(ErrorCode::GateExpired, GATE_EXPIRED_TEXT),
@@ -741,33 +741,33 @@ mod tests {
 
     #[test]
     fn a_park_needs_a_known_kind_an_object_card_and_a_sane_expiry() {
-        let ok = park("plan_review", serde_json::json!({"plan": "x"}), Some(60)).unwrap();
+        let ok = park("plan_review", crate::json!({"plan": "x"}), Some(60)).unwrap();
         assert_eq!(ok.status, ParkStatus::NeedsReview);
         assert_eq!(ok.card_json, r#"{"plan":"x"}"#);
         assert_eq!(ok.holder.lease_epoch, 3);
         let field = |e: ApiError| e.detail("field").map(str::to_owned);
         assert_eq!(
-            field(park("nope", serde_json::json!({}), None).unwrap_err()).as_deref(),
+            field(park("nope", crate::json!({}), None).unwrap_err()).as_deref(),
             Some("\"gate.kind\"")
         );
         assert_eq!(
-            field(park("human", serde_json::json!([1]), None).unwrap_err()).as_deref(),
+            field(park("human", crate::json!([1]), None).unwrap_err()).as_deref(),
             Some("\"gate.card\"")
         );
         for bad in [0, EXPIRES_IN_MAX_SEC + 1] {
-            let e = park("human", serde_json::json!({}), Some(bad)).unwrap_err();
+            let e = park("human", crate::json!({}), Some(bad)).unwrap_err();
             assert_eq!(field(e).as_deref(), Some("\"expiresInSec\""));
         }
-        assert!(park("human", serde_json::json!({}), Some(EXPIRES_IN_MAX_SEC)).is_ok());
+        assert!(park("human", crate::json!({}), Some(EXPIRES_IN_MAX_SEC)).is_ok());
     }
 
     #[test]
     fn a_card_of_64_kib_is_accepted_and_one_byte_more_is_too_large() {
         // {"a":"…"} is 8 bytes of framing around the text.
-        let fits = serde_json::json!({ "a": "x".repeat(CARD_MAX_BYTES - 8) });
+        let fits = crate::json!({ "a": "x".repeat(CARD_MAX_BYTES - 8) });
         assert_eq!(fits.to_string().len(), CARD_MAX_BYTES);
         assert!(park("human", fits, None).is_ok());
-        let over = serde_json::json!({ "a": "x".repeat(CARD_MAX_BYTES - 7) });
+        let over = crate::json!({ "a": "x".repeat(CARD_MAX_BYTES - 7) });
         let e = park("human", over, None).unwrap_err();
         assert_eq!((e.status(), e.code()), (413, "payload_too_large"));
         assert_eq!(e.detail("limitBytes"), Some("65536"));
@@ -853,8 +853,8 @@ mod tests {
         );
         assert_eq!(woke.result_json.as_deref(), Some(r#"{"summary":"done"}"#));
         assert_eq!(
-            serde_json::from_str::<Value>(&woke.done_json).unwrap(),
-            serde_json::json!({"status":"completed","result":{"summary":"done"}})
+            crate::json::parse(&woke.done_json).unwrap(),
+            crate::json!({"status":"completed","result":{"summary":"done"}})
         );
         let denied = end_run(
             Decision::Deny.ending().unwrap(),
@@ -864,8 +864,8 @@ mod tests {
             "{}",
         );
         assert_eq!(
-            serde_json::from_str::<Value>(&denied.done_json).unwrap(),
-            serde_json::json!({
+            crate::json::parse(&denied.done_json).unwrap(),
+            crate::json!({
                 "status": "cancelled",
                 "result": {"gate": "tool_approval", "decision": "deny", "reason": "too risky"},
                 "error": DENIED_ERROR,
@@ -1022,19 +1022,19 @@ mod tests {
 
     #[test]
     fn park_and_resume_events_carry_the_gate_but_never_a_token() {
-        let data = park_event_data("human", &serde_json::json!({"q": "ok?"}), Some(9));
+        let data = park_event_data("human", &crate::json!({"q": "ok?"}), Some(9));
         assert_eq!(
-            serde_json::from_str::<Value>(&data).unwrap(),
-            serde_json::json!({"gate": {"kind": "human", "card": {"q": "ok?"}}, "expiresAt": 9})
+            crate::json::parse(&data).unwrap(),
+            crate::json!({"gate": {"kind": "human", "card": {"q": "ok?"}}, "expiresAt": 9})
         );
         assert_eq!(
-            serde_json::from_str::<Value>(&resumed_event_data(
+            crate::json::parse(&resumed_event_data(
                 "plan_review",
                 Decision::Revise,
                 Some("more tests")
             ))
             .unwrap(),
-            serde_json::json!({"gate": {"kind": "plan_review"}, "decision": "revise", "reason": "more tests"})
+            crate::json!({"gate": {"kind": "plan_review"}, "decision": "revise", "reason": "more tests"})
         );
     }
 }

@@ -77,8 +77,8 @@ pub fn parse_raw_key(raw: &str) -> Result<&str, ApiError> {
 
 /// Fingerprint of a request: the route plus the body re-serialised canonically (object keys sorted,
 /// insignificant whitespace removed), so formatting differences do not count as a different request.
-pub fn fingerprint(route: &str, body: &serde_json::Value) -> String {
-    let canonical = serde_json::to_string(body).unwrap_or_default();
+pub fn fingerprint(route: &str, body: &crate::json::Value) -> String {
+    let canonical = crate::json::to_text(body).unwrap_or_default();
     crate::hex::sha256(format!("{route}\n{canonical}").as_bytes())
 }
 
@@ -139,9 +139,9 @@ mod tests {
 
     #[test]
     fn fingerprints_ignore_formatting_but_not_content_or_route() {
-        let a: serde_json::Value = serde_json::from_str(r#"{"b":1, "a":[1,2]}"#).unwrap();
-        let b: serde_json::Value = serde_json::from_str(r#"{"a":[1,2],"b":1}"#).unwrap();
-        let c: serde_json::Value = serde_json::from_str(r#"{"a":[2,1],"b":1}"#).unwrap();
+        let a: crate::json::Value = serde_json::from_str(r#"{"b":1, "a":[1,2]}"#).unwrap();
+        let b: crate::json::Value = serde_json::from_str(r#"{"a":[1,2],"b":1}"#).unwrap();
+        let c: crate::json::Value = serde_json::from_str(r#"{"a":[2,1],"b":1}"#).unwrap();
         assert_eq!(
             fingerprint("POST /v1/runs", &a),
             fingerprint("POST /v1/runs", &b)

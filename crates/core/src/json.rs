@@ -3,7 +3,7 @@
 //! `serde_json::from_str::<T>` compiles serde_json's text parser once per type `T` it reads; across
 //! the objects' protocols (since written in `object_codec`'s text), their replies and the state they
 //! store, those copies were about 200 KB of the Worker's wasm (about a seventh of it). [`from_text`]
-//! parses the text into a `serde_json::Value` (one parser for the whole program) and reads `T` from
+//! parses the text into a [`Value`] (one parser for the whole program) and reads `T` from
 //! that tree. The detour builds one tree per read: a few hundred bytes for a stored state or a
 //! request body. Duplicate keys in an object are taken as the last one rather than refused, so the
 //! one configuration that must refuse them (the token table) scans its text for them first.
@@ -17,36 +17,39 @@
 //! own, an array path and a second, owned, copy of each); the derived readers were about 14 KB of
 //! the gzipped module.
 
+pub use crate::json_tree::{parse, Error, Map, Number, ToTree, Value};
+pub use crate::json_write::{to_text, to_value};
 use serde::de::{
     value::BorrowedStrDeserializer, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess,
-    Error as _, MapAccess, SeqAccess, Unexpected, VariantAccess, Visitor,
+    Error as _, Expected, MapAccess, SeqAccess, Unexpected, VariantAccess, Visitor,
 };
-use serde_json::{Error, Value};
 
-/// The compact JSON text of a tree, written by serde_json's byte writer (`to_string`). The tree's
-/// own `Display` (`.to_string()`, `{}`) goes through the formatter's text writer, a call per piece,
-/// and compiles a second writer (the pretty one, for `{:#}`) into the module: use this instead.
+/// The compact JSON text of a tree ([`Value::text`]), under the name the program calls it by.
 pub trait JsonText {
     fn json_text(&self) -> String;
 }
 
 impl JsonText for Value {
     fn json_text(&self) -> String {
-        // A tree always serialises (its keys are text): the default is never taken.
-        serde_json::to_string(self).unwrap_or_default()
+        self.text()
     }
 }
 
 /// Reads a `T` from JSON text. Errors are serde_json's: a syntax error names its line and column,
 /// a shape error the field (without a position).
 pub fn from_text<T: FromTree>(text: &str) -> Result<T, Error> {
-    T::from_tree(&serde_json::from_str::<Value>(text)?)
+    T::from_tree(&parse(text)?)
 }
 
 /// [`from_text`] through serde (`T`'s derived `Deserialize` reading a [`Tree`]): the reference
 /// [`FromTree`]'s readers are held to (`tests`), and the reader of types that have no other.
 pub fn serde_from_text<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
-    T::deserialize(Tree(&serde_json::from_str::<Value>(text)?))
+    T::deserialize(Tree(&parse(text)?))
+}
+
+/// `T` read from a tree through its derived serde reader ([`Tree`]), as [`serde_from_text`].
+pub fn serde_from_value<T: DeserializeOwned>(v: Value) -> Result<T, Error> {
+    T::deserialize(Tree(&v))
 }
 
 /// A type read from a parsed tree by code of its own, not serde's: what the Worker reads (request
@@ -72,7 +75,7 @@ impl FromTree for String {
     fn from_tree(v: &Value) -> Result<Self, Error> {
         match v {
             Value::String(s) => Ok(s.clone()),
-            other => Err(Error::invalid_type(unexpected(other), &"a string")),
+            other => Err(invalid_type(other, &"a string")),
         }
     }
 }
@@ -81,7 +84,7 @@ impl FromTree for bool {
     fn from_tree(v: &Value) -> Result<Self, Error> {
         match v {
             Value::Bool(b) => Ok(*b),
-            other => Err(Error::invalid_type(unexpected(other), &"a boolean")),
+            other => Err(invalid_type(other, &"a boolean")),
         }
     }
 }
@@ -93,9 +96,9 @@ fn integer(v: &Value, what: &'static str) -> Result<Result<u64, i64>, Error> {
         Value::Number(n) => match (n.as_u64(), n.as_i64()) {
             (Some(u), _) => Ok(Ok(u)),
             (None, Some(i)) => Ok(Err(i)),
-            _ => Err(Error::invalid_type(unexpected(v), &what)),
+            _ => Err(invalid_type(v, &what)),
         },
-        other => Err(Error::invalid_type(unexpected(other), &what)),
+        other => Err(invalid_type(other, &what)),
     }
 }
 
@@ -154,7 +157,7 @@ impl<T: FromTree> FromTree for Vec<T> {
     fn from_tree(v: &Value) -> Result<Self, Error> {
         match v {
             Value::Array(items) => items.iter().map(T::from_tree).collect(),
-            other => Err(Error::invalid_type(unexpected(other), &"a sequence")),
+            other => Err(invalid_type(other, &"a sequence")),
         }
     }
 }
@@ -177,19 +180,16 @@ impl<A: FromTree, B: FromTree> FromTree for (A, B) {
                     Err(Error::invalid_length(2, &"fewer elements in the array"))
                 }
             },
-            other => Err(Error::invalid_type(unexpected(other), &WHAT)),
+            other => Err(invalid_type(other, &WHAT)),
         }
     }
 }
 
 /// The entries of the object a struct is read from (`what`: serde's expectation, `struct Name`).
-pub fn object<'a>(
-    v: &'a Value,
-    what: &'static str,
-) -> Result<&'a serde_json::Map<String, Value>, Error> {
+pub fn object<'a>(v: &'a Value, what: &'static str) -> Result<&'a Map, Error> {
     match v {
         Value::Object(m) => Ok(m),
-        other => Err(Error::invalid_type(unexpected(other), &what)),
+        other => Err(invalid_type(other, &what)),
     }
 }
 
@@ -210,10 +210,7 @@ fn enum_parts(v: &Value) -> Result<(&str, Option<&Value>), Error> {
                 &"an object with one key",
             )),
         },
-        other => Err(Error::invalid_type(
-            unexpected(other),
-            &"a string or an object",
-        )),
+        other => Err(invalid_type(other, &"a string or an object")),
     }
 }
 
@@ -227,7 +224,7 @@ pub fn unit_variant(v: &Value, variants: &'static [&'static str]) -> Result<usiz
         .ok_or_else(|| Error::unknown_variant(name, variants))?;
     match value {
         None | Some(Value::Null) => Ok(at),
-        Some(other) => Err(Error::invalid_type(unexpected(other), &"a unit variant")),
+        Some(other) => Err(invalid_type(other, &"a unit variant")),
     }
 }
 
@@ -251,7 +248,7 @@ macro_rules! tree_struct {
         $( ; $( $skip:ident ),* )?
     }) => {
         impl $crate::json::FromTree for $ty {
-            fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+            fn from_tree(v: &$crate::json::Value) -> Result<Self, $crate::json::Error> {
                 #[allow(dead_code)] // read by a strict struct only
                 const FIELDS: &[&str] = &[$($name),*];
                 let entries = $crate::json::object(v, concat!("struct ", stringify!($ty)))?;
@@ -279,7 +276,7 @@ macro_rules! tree_struct {
 macro_rules! tree_enum {
     ($ty:ident { $( $var:ident = $name:literal ),* $(,)? }) => {
         impl $crate::json::FromTree for $ty {
-            fn from_tree(v: &serde_json::Value) -> Result<Self, serde_json::Error> {
+            fn from_tree(v: &$crate::json::Value) -> Result<Self, $crate::json::Error> {
                 const VARIANTS: &[&str] = &[$($name),*];
                 const ALL: &[$ty] = &[$($ty::$var),*];
                 $crate::json::unit_variant(v, VARIANTS).map(|at| ALL[at])
@@ -295,26 +292,50 @@ macro_rules! tree_enum {
 #[derive(Clone, Copy)]
 pub struct Tree<'a>(pub &'a Value);
 
-/// What a value is, for a shape error.
-fn unexpected(v: &Value) -> Unexpected<'_> {
-    match v {
+/// A shape error: `v` where `expected` was wanted, in serde's words.
+fn invalid_type(v: &Value, expected: &dyn Expected) -> Error {
+    let unexpected = match v {
         Value::Null => Unexpected::Unit,
         Value::Bool(b) => Unexpected::Bool(*b),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => Unexpected::Unsigned(u),
-            (_, Some(i)) => Unexpected::Signed(i),
-            _ => Unexpected::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.other()) {
+            (Some(u), _, _) => Unexpected::Unsigned(u),
+            (_, Some(i), _) => Unexpected::Signed(i),
+            // Kept as written (serde says a float in its own digits).
+            (_, _, text) => {
+                return Error::custom(format_args!(
+                    "invalid type: floating point `{}`, expected {expected}",
+                    text.unwrap_or_default()
+                ))
+            }
         },
         Value::String(s) => Unexpected::Str(s),
         Value::Array(_) => Unexpected::Seq,
         Value::Object(_) => Unexpected::Map,
-    }
+    };
+    Error::invalid_type(unexpected, expected)
 }
 
 impl<'a> Tree<'a> {
+    fn any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Null => visitor.visit_unit(),
+            Value::Bool(b) => visitor.visit_bool(*b),
+            Value::Number(n) => match (n.as_u64(), n.as_i64(), n.other()) {
+                (Some(u), _, _) => visitor.visit_u64(u),
+                (_, Some(i), _) => visitor.visit_i64(i),
+                (_, _, text) => {
+                    visitor.visit_f64(text.unwrap_or_default().parse().unwrap_or(f64::NAN))
+                }
+            },
+            Value::String(s) => visitor.visit_borrowed_str(s),
+            Value::Array(_) => self.seq(visitor),
+            Value::Object(_) => self.map(visitor),
+        }
+    }
+
     fn map<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
         let Value::Object(m) = self.0 else {
-            return Err(Error::invalid_type(unexpected(self.0), &visitor));
+            return Err(invalid_type(self.0, &visitor));
         };
         let mut entries = Entries {
             iter: m.iter(),
@@ -332,7 +353,7 @@ impl<'a> Tree<'a> {
 
     fn seq<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
         let Value::Array(a) = self.0 else {
-            return Err(Error::invalid_type(unexpected(self.0), &visitor));
+            return Err(invalid_type(self.0, &visitor));
         };
         let mut items = Items(a.iter());
         let out = visitor.visit_seq(&mut items)?;
@@ -346,11 +367,11 @@ impl<'a> Tree<'a> {
     }
 }
 
-/// The scalar reads: the tree's own (`&Value`'s deserializer).
+/// The scalar reads: what the tree holds, whatever was asked for (the visitor refuses a misfit).
 macro_rules! by_value {
     ($($name:ident),*) => {$(
         fn $name<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, Error> {
-            self.0.$name(visitor)
+            self.any(visitor)
         }
     )*};
 }
@@ -393,7 +414,7 @@ impl<'a> Deserializer<'a> for Tree<'a> {
         _name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Error> {
-        self.0.deserialize_unit(visitor)
+        self.any(visitor)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'a>>(
@@ -447,7 +468,7 @@ impl<'a> Deserializer<'a> for Tree<'a> {
 
 /// An object's entries, each value read through [`Tree`].
 struct Entries<'a> {
-    iter: serde_json::map::Iter<'a>,
+    iter: crate::json_tree::Iter<'a>,
     value: Option<&'a Value>,
 }
 
@@ -517,7 +538,7 @@ impl<'a> VariantAccess<'a> for Variant<'a> {
     fn unit_variant(self) -> Result<(), Error> {
         match self.value {
             None | Some(Value::Null) => Ok(()),
-            Some(other) => Err(Error::invalid_type(unexpected(other), &"a unit variant")),
+            Some(other) => Err(invalid_type(other, &"a unit variant")),
         }
     }
 
@@ -672,7 +693,7 @@ mod tests {
         let direct: Outer = serde_json::from_str(text).unwrap();
         assert_eq!(read, direct);
         assert_eq!(read.shapes[1], Shape::Wrapped(7));
-        assert_eq!(read.any, serde_json::json!([1, {"k": "v"}]));
+        assert_eq!(read.any, crate::json!([1, {"k": "v"}]));
     }
 
     #[test]
@@ -721,9 +742,9 @@ mod tests {
 
     #[test]
     fn every_reader_of_the_worker_answers_as_serde_s_derived_reader_does() {
+        use crate::json;
         use crate::{admission, auth, dispatch, gate, idempotency, leader_wire, runner_wire};
         use crate::{stream_ticket, wire};
-        use serde_json::json;
         let binding = json!({"scoped_key": "k", "fingerprint": "f", "task_id": "t",
             "response_status": 202, "response_body": "{}"});
         let input = json!({"session_id": "s", "task_id": "t", "client_task_id": false,

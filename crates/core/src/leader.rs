@@ -35,7 +35,7 @@ pub struct LeaderRunRecord {
     #[serde(rename = "objectivePreview")]
     pub objective_preview: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<serde_json::Value>,
+    pub result: Option<crate::json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(rename = "startedAtMs")]
@@ -46,7 +46,7 @@ pub struct LeaderRunRecord {
 
 /// A row this build cannot interpret: refuses loudly rather than mapping the word to something else.
 pub fn unknown_status_message(id: &str, status: &str) -> String {
-    let quoted = serde_json::to_string(status).unwrap_or_default();
+    let quoted = crate::json::to_text(status).unwrap_or_default();
     format!("leader_run {id}: unknown status {quoted} (closed word table: running|completed|failed|needs_human) \u{2014} a newer replica wrote a word this build cannot interpret")
 }
 
@@ -64,7 +64,7 @@ impl LeaderRunRecord {
             objective_preview: c.opt_str("objective_preview").unwrap_or_default(),
             result: c
                 .opt_str("result")
-                .and_then(|r| serde_json::from_str(&r).ok()),
+                .and_then(|r| crate::json::parse(&r).ok()),
             error: c.opt_str("error"),
             started_at_ms: c.i64("started_at_ms"),
             finished_at_ms: c.opt_i64("finished_at_ms"),
@@ -160,7 +160,7 @@ mod tests {
         let r = LeaderRunRecord::from_row(&row).unwrap();
         assert_eq!(r.objective_preview, "");
         assert!(r.result.is_none());
-        let json = serde_json::to_value(&r).unwrap();
+        let json = crate::json::to_value(&r).unwrap();
         assert!(
             json.get("result").is_none()
                 && json.get("finishedAtMs").is_none()

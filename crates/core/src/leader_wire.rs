@@ -11,8 +11,11 @@ use crate::{
     store::LeaderChild,
     wire::{objective_preview, OBJECTIVE_MAX},
 };
+use crate::{
+    json,
+    json::{Map, Value},
+};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
 
 /// Most subtasks one leader run may fan out to.
 pub const MAX_SUBTASKS: usize = 100;
@@ -270,7 +273,11 @@ pub fn leader_json(
     drive: Option<&Drive>,
     children: Option<&[LeaderChild]>,
 ) -> Value {
-    let mut v = serde_json::to_value(record).unwrap_or_else(|_| json!({}));
+    // The record's fields as a tree (its text read back: written once, in one place).
+    let mut v = crate::json::to_text(record)
+        .ok()
+        .and_then(|text| crate::json::parse(&text).ok())
+        .unwrap_or_else(|| json!({}));
     if let (Some(o), Some(d)) = (v.as_object_mut(), drive) {
         o.insert("maxConcurrency".into(), json!(d.max_concurrency));
         if let Some(at) = d.deadline_at {

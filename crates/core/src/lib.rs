@@ -19,6 +19,8 @@ pub mod hex;
 pub mod idempotency;
 pub mod ids;
 pub mod json;
+pub mod json_tree;
+pub mod json_write;
 pub mod leader;
 pub mod leader_drive;
 pub mod leader_wire;

@@ -195,7 +195,7 @@ mod tests {
     };
 
     fn run(status: &str, held_by: Option<&str>, heartbeat_at: i64) -> RunRow {
-        serde_json::from_value(serde_json::json!({
+        crate::json::serde_from_value(crate::json!({
             "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
             "status": status, "objective_preview": "", "result": null, "error": null,
             "error_code": null, "held_by": held_by, "lease_epoch": 1, "cancel_requested": false,
@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn a_stale_running_row_reads_failed_with_run_stalled_before_any_reaper() {
         let r = run("running", Some("r1"), 1_000);
-        let v = serde_json::to_value(read_face(&r, 3_001, &S)).unwrap();
+        let v = crate::json::to_value(read_face(&r, 3_001, &S)).unwrap();
         assert_eq!(
             (
                 v["status"].clone(),
@@ -310,7 +310,7 @@ mod tests {
                 "failed".into(),
                 "run.stalled".into(),
                 STALLED_ERROR.into(),
-                serde_json::Value::Null
+                crate::json::Value::Null
             )
         );
         assert_eq!(v["msSinceLastActivity"], 2_001);
@@ -319,14 +319,14 @@ mod tests {
     #[test]
     fn a_fresh_row_reads_as_stored_with_its_quiet_time_and_a_terminal_one_without() {
         let r = run("running", Some("r1"), 1_000);
-        let v = serde_json::to_value(read_face(&r, 1_500, &S)).unwrap();
+        let v = crate::json::to_value(read_face(&r, 1_500, &S)).unwrap();
         assert_eq!(
             (v["status"].as_str(), v["msSinceLastActivity"].as_i64()),
             (Some("running"), Some(500))
         );
-        let v = serde_json::to_value(read_face(&r, 500, &S)).unwrap();
+        let v = crate::json::to_value(read_face(&r, 500, &S)).unwrap();
         assert_eq!(v["msSinceLastActivity"], 0, "never negative");
-        let v = serde_json::to_value(read_face(&run("completed", None, 0), 9_999, &S)).unwrap();
+        let v = crate::json::to_value(read_face(&run("completed", None, 0), 9_999, &S)).unwrap();
         assert!(v.get("msSinceLastActivity").is_none());
     }
 

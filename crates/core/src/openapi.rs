@@ -61,17 +61,17 @@ fn prose(text: &str) -> String {
     out
 }
 
-fn text<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
+fn text<'a>(v: &'a crate::json::Value, key: &str) -> &'a str {
     v.get(key).and_then(|s| s.as_str()).unwrap_or("")
 }
 
 /// The last segment of a local `$ref` (`#/components/schemas/Name` → `Name`).
-fn ref_name(v: &serde_json::Value) -> Option<&str> {
+fn ref_name(v: &crate::json::Value) -> Option<&str> {
     v.get("$ref")?.as_str()?.rsplit('/').next()
 }
 
 /// Resolves a local `$ref` (one level) in `doc`.
-fn resolve<'a>(doc: &'a serde_json::Value, v: &'a serde_json::Value) -> &'a serde_json::Value {
+fn resolve<'a>(doc: &'a crate::json::Value, v: &'a crate::json::Value) -> &'a crate::json::Value {
     match v.get("$ref").and_then(|r| r.as_str()) {
         Some(r) => doc.pointer(r.trim_start_matches('#')).unwrap_or(v),
         None => v,
@@ -84,8 +84,8 @@ const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 /// schema, every status with its description), then the error catalogue. Self-contained: no
 /// script, no request of its own; everything from the document is escaped.
 pub fn docs_page(document: &str) -> String {
-    let doc: serde_json::Value = serde_json::from_str(document).unwrap_or_default();
-    let empty = serde_json::Map::new();
+    let doc: crate::json::Value = crate::json::parse(document).unwrap_or_default();
+    let empty = crate::json::Map::new();
     let paths = doc
         .get("paths")
         .and_then(|p| p.as_object())
@@ -140,10 +140,10 @@ pub fn docs_page(document: &str) -> String {
 }
 
 fn operation_html(
-    doc: &serde_json::Value,
+    doc: &crate::json::Value,
     method: &str,
     path: &str,
-    op: &serde_json::Value,
+    op: &crate::json::Value,
 ) -> String {
     let roles = match op.get("security").and_then(|s| s.as_array()) {
         Some(s) if s.is_empty() => "public".to_owned(),

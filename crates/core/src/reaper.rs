@@ -207,7 +207,7 @@ mod tests {
             sweep_next: "sess-42".into(),
             ..Default::default()
         };
-        let json = serde_json::to_string(&last).unwrap();
+        let json = crate::json::to_text(&last).unwrap();
         assert_eq!(sweep_start(Some(&json)), "sess-42");
         assert_eq!(sweep_start(None), "");
         assert_eq!(sweep_start(Some("not json")), "");
@@ -220,7 +220,7 @@ mod tests {
             sweep_next: "sess-1".into(),
             ..Default::default()
         };
-        let json = serde_json::to_string(&last).unwrap();
+        let json = crate::json::to_text(&last).unwrap();
         assert_eq!(leaders_start(Some(&json)), "lead-7");
         assert_eq!(leaders_start(Some("{}")), "");
         assert_eq!(leaders_start(None), "");
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn the_summary_is_camel_case_json() {
-        let v = serde_json::to_value(TickSummary {
+        let v = crate::json::to_value(TickSummary {
             tick_id: "t".into(),
             ..Default::default()
         })
@@ -240,7 +240,7 @@ mod tests {
     #[test]
     fn the_resume_reader_answers_as_serde_s_derived_reader_does() {
         crate::json::assert_reads_as_serde::<Resume>(
-            serde_json::json!({"leadersNext": "a", "sweepNext": "b", "other": 1}),
+            crate::json!({"leadersNext": "a", "sweepNext": "b", "other": 1}),
         );
     }
 }

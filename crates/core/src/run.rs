@@ -86,7 +86,7 @@ impl RunRow {
             result: self
                 .result
                 .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok()),
+                .and_then(|r| crate::json::parse(r).ok()),
             error: self.error.as_deref(),
             error_code: self.error_code.as_deref(),
             ms_since_last_activity: None,
@@ -142,7 +142,7 @@ pub struct RunFace<'a> {
     pub cancel_requested: bool,
     #[serde(rename = "objectivePreview")]
     pub objective_preview: &'a str,
-    pub result: Option<serde_json::Value>,
+    pub result: Option<crate::json::Value>,
     pub error: Option<&'a str>,
     #[serde(rename = "errorCode")]
     pub error_code: Option<&'a str>,
@@ -186,8 +186,8 @@ mod tests {
     }
 
     /// A row as the database returns it.
-    fn stored(status: &str, held_by: Option<&str>) -> serde_json::Value {
-        serde_json::json!({
+    fn stored(status: &str, held_by: Option<&str>) -> crate::json::Value {
+        crate::json!({
             "task_id": "t", "session_id": "s", "owner": null, "instance_id": "default",
             "status": status, "objective_preview": "p", "result": "{\"ok\":true}", "error": null,
             "error_code": null, "held_by": held_by, "lease_epoch": 2, "cancel_requested": 1,
@@ -212,8 +212,8 @@ mod tests {
     #[test]
     fn the_face_parses_the_stored_result_json() {
         let r = row("completed", None);
-        let v = serde_json::to_value(r.face()).unwrap();
-        assert_eq!(v["result"], serde_json::json!({"ok": true}));
+        let v = crate::json::to_value(r.face()).unwrap();
+        assert_eq!(v["result"], crate::json!({"ok": true}));
         assert_eq!(v["taskId"], "t");
         assert_eq!(v["cancelRequested"], true);
     }
@@ -222,11 +222,11 @@ mod tests {
     fn the_queue_is_read_from_the_row_and_shown_on_the_face() {
         let r = row("running", None);
         assert_eq!(r.queue, "gpu");
-        let v = serde_json::to_value(r.face()).unwrap();
+        let v = crate::json::to_value(r.face()).unwrap();
         assert_eq!(v["queue"], "gpu");
-        let mut json = serde_json::to_value(&r).unwrap();
+        let mut json = crate::json::to_value(&r).unwrap();
         json.as_object_mut().unwrap().remove("queue");
-        let old: RunRow = serde_json::from_value(json).unwrap();
+        let old: RunRow = crate::json::serde_from_value(json).unwrap();
         assert_eq!(old.queue, "default", "a shape from before queues");
     }
 

@@ -1,5 +1,6 @@
 //! Request bodies of the runner protocol, `steer` and `POST /v1/tasks`, with their validation.
 
+use crate::json::Value;
 use crate::{
     error::ApiError,
     ids::{is_safe_id, SessionId, SAFE_ID_RULE},
@@ -8,7 +9,6 @@ use crate::{
     wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
 };
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// Longest long-poll a lease request may ask for.
 pub const LEASE_WAIT_MAX_MS: u64 = 25_000;
@@ -280,7 +280,7 @@ pub struct Finish {
 impl Finish {
     /// The `done` event's data: the run's terminal result as a client sees it.
     pub fn done_json(&self) -> String {
-        let mut m = serde_json::Map::new();
+        let mut m = crate::json::Map::new();
         m.insert("status".into(), self.status.as_str().into());
         if let Some(r) = &self.result {
             m.insert("result".into(), r.clone());

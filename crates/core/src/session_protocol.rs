@@ -654,7 +654,7 @@ mod tests {
     }
 
     fn every_reply() -> Vec<SessionReply> {
-        let run: RunRow = serde_json::from_value(serde_json::json!({
+        let run: RunRow = crate::json::serde_from_value(crate::json!({
             "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
             "status": "completed", "objective_preview": "p", "result": "{\"ok\":true}",
             "error": null, "error_code": null, "held_by": null, "lease_epoch": 1,

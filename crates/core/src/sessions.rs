@@ -7,7 +7,7 @@
 //! write and the active run's last sign of life.
 
 use crate::{error::ApiError, gate, list, wire::objective_preview};
-use serde_json::{json, Value};
+use crate::{json, json::Value};
 
 /// A session with what holds it, as the store reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl SessionView {
                 "createdAt": g.created_at,
             });
             if full {
-                v["card"] = serde_json::from_str(&g.card).unwrap_or(Value::Null);
+                v["card"] = crate::json::parse(&g.card).unwrap_or(Value::Null);
             }
             v
         });

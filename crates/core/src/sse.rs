@@ -9,8 +9,8 @@
 //! ledger), and neither does a refusal's `done`. No `retry:` field is sent (SPEC-api §3.1 has none):
 //! a client keeps its own reconnection time.
 
+use crate::json::{Map, Value};
 use crate::run::RunRow;
-use serde_json::{Map, Value};
 
 /// Sent every 15 s while a stream is open.
 pub const HEARTBEAT_FRAME: &str = "event: heartbeat\ndata: {}\n\n";
@@ -19,7 +19,7 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 15_000;
 /// The JSON of a ledger event as streamed: the event's data object with `type` and `seq` (and
 /// `eventId` when the runner gave one) set on it; a non-object payload sits under `data`.
 pub fn event_json(seq: i64, kind: &str, data: &str, event_id: Option<&str>) -> Value {
-    let parsed: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+    let parsed: Value = crate::json::parse(data).unwrap_or(Value::Null);
     let mut obj = match parsed {
         Value::Object(m) => m,
         Value::Null => Map::new(),
@@ -61,7 +61,7 @@ pub fn done_result(run: &RunRow) -> Value {
     if let Some(r) = run
         .result
         .as_deref()
-        .and_then(|r| serde_json::from_str::<Value>(r).ok())
+        .and_then(|r| crate::json::parse(r).ok())
     {
         m.insert("result".into(), r);
     }
@@ -91,7 +91,7 @@ pub fn replay_done_frame(seq: i64, result: &Value) -> String {
 /// Exactly `data: {"type":"done","result":<result>}` and a blank line: no `replay`, and no id (the
 /// refusal is nobody's ledger; a client that reconnects submits again).
 pub fn refusal_done_frame<T: serde::Serialize>(result: &T) -> String {
-    let result = serde_json::to_string(result).unwrap_or_else(|_| "null".into());
+    let result = crate::json::to_text(result).unwrap_or_else(|_| "null".into());
     format!("data: {{\"type\":\"done\",\"result\":{result}}}\n\n")
 }
 
@@ -117,10 +117,7 @@ mod tests {
     #[test]
     fn non_object_payloads_sit_under_data_and_type_cannot_be_spoofed() {
         let v = event_json(1, "x", "[1,2]", None);
-        assert_eq!(
-            v,
-            serde_json::json!({"type": "x", "seq": 1, "data": [1, 2]})
-        );
+        assert_eq!(v, crate::json!({"type": "x", "seq": 1, "data": [1, 2]}));
         let v = event_json(2, "real", r#"{"type":"fake","seq":99}"#, None);
         assert_eq!(
             (v["type"].as_str(), v["seq"].as_i64()),
@@ -132,7 +129,7 @@ mod tests {
     fn meta_heartbeat_and_refusal_frames_have_no_id() {
         assert!(meta_frame("t", "s").starts_with("event: meta\ndata: {"));
         assert_eq!(HEARTBEAT_FRAME, "event: heartbeat\ndata: {}\n\n");
-        let f = refusal_done_frame(&serde_json::json!({"status": "failed"}));
+        let f = refusal_done_frame(&crate::json!({"status": "failed"}));
         assert_eq!(
             f,
             "data: {\"type\":\"done\",\"result\":{\"status\":\"failed\"}}\n\n"
@@ -145,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_replayed_done_is_the_runs_done_frame_with_replay_true() {
-        let result = serde_json::json!({"status": "completed"});
+        let result = crate::json!({"status": "completed"});
         assert_eq!(
             done_frame(7, &result),
             "id: 7\ndata: {\"type\":\"done\",\"result\":{\"status\":\"completed\"}}\n\n"

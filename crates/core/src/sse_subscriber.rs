@@ -10,8 +10,8 @@
 //! flight, SPEC-api §4) gets no ledger frames at all, only that `done` frame marked `replay: true`.
 
 use crate::json::JsonText;
+use crate::json::Value;
 use crate::{run::RunRow, sse, status, store::EventRow};
-use serde_json::Value;
 
 /// Where a subscriber's frames go. `send` returns false when the client went away.
 pub trait Sink {
@@ -39,7 +39,7 @@ impl Done {
     pub fn of_event(e: &EventRow) -> Self {
         Self {
             seq: e.seq,
-            result: serde_json::from_str(&e.data).unwrap_or_default(),
+            result: crate::json::parse(&e.data).unwrap_or_default(),
         }
     }
 
@@ -357,7 +357,7 @@ mod tests {
     fn done(seq: i64) -> Done {
         Done {
             seq,
-            result: serde_json::json!({"status": "completed"}),
+            result: crate::json!({"status": "completed"}),
         }
     }
 
@@ -491,7 +491,7 @@ mod tests {
     }
 
     fn row_with(status: &str, last_seq: i64) -> RunRow {
-        serde_json::from_value(serde_json::json!({
+        crate::json::serde_from_value(crate::json!({
             "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
             "status": status, "objective_preview": "", "result": null,
             "error": "cancelled by user", "error_code": null, "held_by": null, "lease_epoch": 0,

@@ -235,7 +235,7 @@ mod tests {
         let issued = book.issue(1_000, TICKET_TTL_MS, &bytes(0xab), "t-1", &alice());
         assert_eq!(issued.ticket, format!("st1_{}", "ab".repeat(32)));
         assert!(well_formed(&issued.ticket));
-        let stored = serde_json::to_string(&book).unwrap();
+        let stored = crate::json::to_text(&book).unwrap();
         assert!(!stored.contains(&issued.ticket[PREFIX.len()..]));
         assert!(stored.contains(&digest(&issued.ticket)));
     }

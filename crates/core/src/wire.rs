@@ -38,7 +38,7 @@ pub fn require_json_content_type(content_type: Option<&str>) -> Result<(), ApiEr
 /// fingerprinting) and the typed request.
 pub fn parse_body<T: crate::json::FromTree>(
     bytes: &[u8],
-) -> Result<(serde_json::Value, T), ApiError> {
+) -> Result<(crate::json::Value, T), ApiError> {
     if bytes.len() > BODY_MAX {
         return Err(ApiError::payload_too_large(BODY_MAX));
     }
@@ -46,7 +46,7 @@ pub fn parse_body<T: crate::json::FromTree>(
     let text = std::str::from_utf8(bytes).map_err(|e| {
         ApiError::invalid_json(format_args!("invalid UTF-8 at byte {}", e.valid_up_to()))
     })?;
-    let value: serde_json::Value = serde_json::from_str(text).map_err(ApiError::invalid_json)?;
+    let value: crate::json::Value = crate::json::parse(text).map_err(ApiError::invalid_json)?;
     if !value.is_object() {
         return Err(ApiError::invalid_request(
             "request body must be a JSON object",
@@ -66,7 +66,7 @@ pub struct SubmitRunBody {
     #[serde(rename = "taskId", default)]
     pub task_id: Option<String>,
     #[serde(default)]
-    pub meta: Option<serde_json::Value>,
+    pub meta: Option<crate::json::Value>,
     /// The named task queue (a safe id); absent: [`crate::queue::DEFAULT_QUEUE`].
     #[serde(default)]
     pub queue: Option<String>,
@@ -87,7 +87,7 @@ pub struct SubmitRun {
     pub objective: String,
     pub client_task_id: Option<TaskId>,
     /// A JSON object (`{}` when absent).
-    pub meta: serde_json::Map<String, serde_json::Value>,
+    pub meta: crate::json::Map,
     /// The named task queue the run is leased from ([`crate::queue::DEFAULT_QUEUE`] when unnamed).
     pub queue: String,
 }
@@ -114,8 +114,8 @@ impl SubmitRunBody {
             ),
         };
         let meta = match self.meta {
-            None | Some(serde_json::Value::Null) => serde_json::Map::new(),
-            Some(serde_json::Value::Object(m)) => m,
+            None | Some(crate::json::Value::Null) => crate::json::Map::new(),
+            Some(crate::json::Value::Object(m)) => m,
             Some(_) => return Err(ApiError::invalid_field("meta", "must be a JSON object")),
         };
         let queue = crate::queue::parse_queue(self.queue.as_deref())?;

@@ -7,8 +7,8 @@ use crate::{
     error::{ApiError, ErrorCode},
     route::{match_route, tests::TABLE, Access, Route},
 };
+use crate::{json, json::Value};
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn doc() -> Value {
@@ -495,10 +495,7 @@ fn check(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String>
             "additionalProperties" => match (v.as_object(), rule) {
                 (Some(o), Value::Bool(false)) => {
                     let known = s.get("properties").and_then(|p| p.as_object());
-                    match o
-                        .keys()
-                        .find(|k| !known.is_some_and(|p| p.contains_key(*k)))
-                    {
+                    match o.keys().find(|k| !known.is_some_and(|p| p.contains_key(k))) {
                         Some(extra) => return Err(format!("{at}: unexpected `{extra}`")),
                         None => true,
                     }
@@ -588,7 +585,7 @@ fn refuses(schema: &str, v: &Value) {
 /// reads an event).
 fn frame_fields(frame: &str) -> Value {
     assert!(frame.ends_with("\n\n"), "{frame:?}");
-    let mut o = serde_json::Map::new();
+    let mut o = crate::json::Map::new();
     for line in frame.trim_end().lines() {
         let (k, v) = line.split_once(": ").expect("field: value");
         let v = match k {
@@ -645,7 +642,7 @@ fn every_sse_frame_the_core_writes_is_one_of_the_documented_frames() {
 }
 
 fn row(status: &str) -> crate::run::RunRow {
-    serde_json::from_value(json!({
+    crate::json::serde_from_value(json!({
         "task_id": "T", "session_id": "S", "owner": null, "instance_id": "default",
         "status": status, "objective_preview": "p", "result": "{\"ok\":true}",
         "error": null, "error_code": null, "held_by": if status == "running" { Some("r1") } else { None },

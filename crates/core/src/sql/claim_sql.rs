@@ -277,7 +277,7 @@ pub const REAP_GATE_EXPIRE: usize = REAP_CLAIM_DELETE + 2;
 
 /// The `done` event's data for a run a parked-run reaper failed: `{status, error, errorCode}`.
 fn reaped_done_json(error: &str, code: &str) -> String {
-    serde_json::json!({ "status": "failed", "error": error, "errorCode": code }).json_text()
+    crate::json!({ "status": "failed", "error": error, "errorCode": code }).json_text()
 }
 
 /// A parked-run reaper: [`reaper`]'s batch (the write must also advance `last_seq` by one), then a

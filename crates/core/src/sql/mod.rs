@@ -23,7 +23,7 @@ pub mod runner_sql;
 pub mod session_sql;
 
 use crate::json::JsonText;
-use serde_json::{Map, Value};
+use crate::json::{Map, Value};
 use std::borrow::Cow;
 
 /// The SQL dialects the store runs on.
@@ -346,7 +346,7 @@ impl Builder {
 }
 
 /// A result row: column name to value.
-pub type Row = Map<String, Value>;
+pub type Row = Map;
 
 /// What one executed statement produced.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -510,16 +510,25 @@ impl<'r> Cols<'r> {
     }
 }
 
+/// An integral number written with a fraction of zeros (`5.0`, as a driver writes a float column),
+/// within a JavaScript number's exact integers.
+fn integral(text: &str) -> Option<i64> {
+    let (whole, zeros) = text.split_once('.')?;
+    if zeros.is_empty() || !zeros.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    whole
+        .parse::<i64>()
+        .ok()
+        .filter(|i| i.unsigned_abs() <= JS_SAFE_INT as u64)
+}
+
 /// Reads an integer column, accepting integral floats (JS numbers) and numeric strings.
 pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
     match row.get(col) {
         Some(Value::Number(n)) => n
             .as_i64()
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() <= JS_SAFE_INT as f64)
-                    .map(|f| f as i64)
-            })
+            .or_else(|| integral(n.other()?))
             .ok_or_else(|| format!("column {col}: {n} is not an integer")),
         Some(Value::String(s)) => s
             .parse()

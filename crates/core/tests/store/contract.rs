@@ -507,8 +507,8 @@ async fn terminal_status_is_write_once_including_blocked_and_timeout<F: Fixture>
             (Some("e1"), Some("c1"))
         );
         assert_eq!(
-            serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
-            serde_json::json!({"n": 1})
+            sema_core::json::parse(run.result.as_deref().unwrap()).unwrap(),
+            sema_core::json!({"n": 1})
         );
         assert_eq!(run.updated_at, NOW + 1);
         assert_eq!(holder_of(&s, &session).await, None);
@@ -700,8 +700,8 @@ async fn appends_are_gap_free_ordered_and_fenced_by_the_lease_epoch<F: Fixture>(
     let all = s.events_after("t1", 0, 100, PAGE_BYTES).await.unwrap();
     assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(all[1].kind, "text_delta");
-    let data: serde_json::Value = serde_json::from_str(&all[1].data).unwrap();
-    assert_eq!(data, serde_json::json!({"delta": "b"}));
+    let data: sema_core::json::Value = serde_json::from_str(&all[1].data).unwrap();
+    assert_eq!(data, sema_core::json!({"delta": "b"}));
     let tail = s.events_after("t1", 1, 1, PAGE_BYTES).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
     // A parked run takes no events from its old leg; a resumed run has a new epoch and no holder
@@ -1021,8 +1021,8 @@ async fn parked_runs_with_an_expired_checkpoint_fail_with_approval_expired<F: Fi
     );
     assert_eq!(run.last_seq, 2);
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&events[1].data).unwrap(),
-        serde_json::json!({
+        sema_core::json::parse(&events[1].data).unwrap(),
+        sema_core::json!({
             "status": "failed",
             "error": sema_core::sql::claim_sql::APPROVAL_EXPIRED_ERROR,
             "errorCode": "approval.expired"
@@ -1259,7 +1259,7 @@ async fn leader_finish_is_write_once<F: Fixture>(fx: &F) {
         .unwrap());
     let run = s.get_leader_run("L1").await.unwrap().unwrap();
     assert_eq!(run.status, "completed");
-    assert_eq!(run.result, Some(serde_json::json!({"merged": 3})));
+    assert_eq!(run.result, Some(sema_core::json!({"merged": 3})));
     assert_eq!((run.error, run.finished_at_ms), (None, Some(NOW + 5)));
 }
 
@@ -1752,8 +1752,8 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
     assert_eq!((first.lease_epoch, first.last_seq), (1, 0));
     assert_eq!(first.objective, "do the thing");
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&first.meta).unwrap(),
-        serde_json::json!({"k": 1})
+        sema_core::json::parse(&first.meta).unwrap(),
+        sema_core::json!({"k": 1})
     );
     let run = s.get_run("old").await.unwrap().unwrap();
     assert_eq!(run.held_by.as_deref(), Some("r1"));
@@ -2216,8 +2216,8 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
         (Some("partial"), Some("x.partial"))
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
-        serde_json::json!({"answer": 42})
+        sema_core::json::parse(run.result.as_deref().unwrap()).unwrap(),
+        sema_core::json!({"answer": 42})
     );
     assert_eq!(run.updated_at, NOW + 3);
     assert_eq!(holder_of(&s, "s1").await, None);
@@ -2229,8 +2229,8 @@ async fn finish_appends_done_writes_terminal_and_releases_the_claim_once<F: Fixt
         ("done", None)
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&done.data).unwrap(),
-        serde_json::json!({"status": "done"})
+        sema_core::json::parse(&done.data).unwrap(),
+        sema_core::json!({"status": "done"})
     );
     assert_eq!(done.created_at, NOW + 3);
     // Once: a second finish (even with another status) changes nothing.
@@ -3122,7 +3122,7 @@ async fn a_guarded_fail_wins_when_nothing_changed_and_releases_the_claim<F: Fixt
     assert_eq!((run.status.as_str(), run.error_code), ("failed", None));
     assert_eq!(holder_of(&s, "s2").await, None);
     // The snapshot survives a serde round trip (a session object stores it).
-    let text = serde_json::to_string(&snapshot).unwrap();
+    let text = sema_core::json::to_text(&snapshot).unwrap();
     assert_eq!(
         serde_json::from_str::<RunSnapshot>(&text).unwrap(),
         snapshot
@@ -3301,8 +3301,8 @@ async fn the_tick_log_keeps_only_the_newest_ticks_newest_first<F: Fixture>(fx: &
         (NOW + 5, NOW + 12)
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&recent[1].report_json).unwrap(),
-        serde_json::json!({"tick": "d", "reaped": []})
+        sema_core::json::parse(&recent[1].report_json).unwrap(),
+        sema_core::json!({"tick": "d", "reaped": []})
     );
     assert_eq!(s.recent_ticks(2).await.unwrap().len(), 2);
     // Keeping fewer trims further; a reused tick id is refused.
@@ -3461,8 +3461,8 @@ async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) 
         (1, "needs_review")
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&events[0].data).unwrap(),
-        serde_json::json!({
+        sema_core::json::parse(&events[0].data).unwrap(),
+        sema_core::json!({
             "gate": {"kind": "plan_review", "card": {"plan": "three steps"}},
             "expiresAt": NOW + 2 + 60_000
         })
@@ -3478,8 +3478,8 @@ async fn a_park_is_fenced_by_the_lease_epoch_and_its_holder<F: Fixture>(fx: &F) 
         ("t1", "plan_review", Some(NOW + 2 + 60_000), NOW + 2)
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&pending.card).unwrap(),
-        serde_json::json!({"plan": "three steps"})
+        sema_core::json::parse(&pending.card).unwrap(),
+        sema_core::json!({"plan": "three steps"})
     );
     // The parked leg's lease is over: parking again, appending or finishing writes nothing.
     let again = gate::checkpoint_id(b"token-2");
@@ -3684,13 +3684,13 @@ async fn deny_and_stop_end_the_run_with_done_and_free_the_session_in_one_batch<F
             ("cancelled", Some(code), None, 2)
         );
         assert_eq!(
-            serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
-            serde_json::json!({"gate": kind, "decision": decision.as_str(), "reason": "not now"})
+            sema_core::json::parse(run.result.as_deref().unwrap()).unwrap(),
+            sema_core::json!({"gate": kind, "decision": decision.as_str(), "reason": "not now"})
         );
         let events = s.events_after(&task, 0, 10, PAGE_BYTES).await.unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!((events[1].seq, events[1].kind.as_str()), (2, "done"));
-        let done: serde_json::Value = serde_json::from_str(&events[1].data).unwrap();
+        let done: sema_core::json::Value = serde_json::from_str(&events[1].data).unwrap();
         assert_eq!(
             (done["status"].as_str(), done["errorCode"].as_str()),
             (Some("cancelled"), Some(code))
@@ -3742,13 +3742,13 @@ async fn wake_completes_the_parked_run_with_its_card_and_frees_the_session<F: Fi
     let run = s.get_run("t1").await.unwrap().unwrap();
     assert_eq!((run.status.as_str(), run.error_code), ("completed", None));
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(run.result.as_deref().unwrap()).unwrap(),
-        serde_json::json!({"ask": "task_done for t1"})
+        sema_core::json::parse(run.result.as_deref().unwrap()).unwrap(),
+        sema_core::json!({"ask": "task_done for t1"})
     );
     let done = &s.events_after("t1", 0, 10, PAGE_BYTES).await.unwrap()[1];
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&done.data).unwrap(),
-        serde_json::json!({"status": "completed", "result": {"ask": "task_done for t1"}})
+        sema_core::json::parse(&done.data).unwrap(),
+        sema_core::json!({"status": "completed", "result": {"ask": "task_done for t1"}})
     );
     // The session is free for the new run the object admits next.
     assert_eq!(holder_of(&s, "s1").await, None);
@@ -4016,8 +4016,8 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         ("plan_review", "revise", Some("add tests"))
     );
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&resume.card).unwrap(),
-        serde_json::json!({"ask": "plan_review for t1"})
+        sema_core::json::parse(&resume.card).unwrap(),
+        sema_core::json!({"ask": "plan_review for t1"})
     );
     // Re-park: a new gate (a new checkpoint); its decision is what the next lease carries.
     assert!(matches!(
@@ -5471,7 +5471,7 @@ async fn the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions<F
         queued_ms: 60_000,
         lease_ack_ms: 60_000,
     };
-    let face: serde_json::Value =
+    let face: sema_core::json::Value =
         serde_json::from_str(&sema_core::answer::face(&run, NOW + 1, &staleness)).unwrap();
     assert_eq!(face["queue"], queue);
     let listed = s
@@ -5604,8 +5604,9 @@ async fn session_faces_show_the_active_run_and_pending_gate_and_page_by_recent_a
     assert!(rest[0].gate.is_none());
     // The whole card on a session's own read; a listing's card is the same text (short here).
     let one = s.session_view("s2").await.unwrap().unwrap();
-    let card: serde_json::Value = serde_json::from_str(&one.gate.as_ref().unwrap().card).unwrap();
-    assert_eq!(card, serde_json::json!({"ask": "tool_approval for t2"}));
+    let card: sema_core::json::Value =
+        serde_json::from_str(&one.gate.as_ref().unwrap().card).unwrap();
+    assert_eq!(card, sema_core::json!({"ask": "tool_approval for t2"}));
     assert_eq!(
         s.list_session_views(&ListScope::All, None, 10)
             .await

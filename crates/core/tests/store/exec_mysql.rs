@@ -36,7 +36,7 @@ fn to_json(row: &mysql::Row) -> Row {
     let mut out = Row::new();
     for (i, col) in row.columns_ref().iter().enumerate() {
         let v = match row.as_ref(i) {
-            None | Some(mysql::Value::NULL) => serde_json::Value::Null,
+            None | Some(mysql::Value::NULL) => sema_core::json::Value::Null,
             Some(mysql::Value::Int(n)) => (*n).into(),
             Some(mysql::Value::UInt(n)) => (*n).into(),
             Some(mysql::Value::Float(f)) => (*f as f64).into(),

@@ -65,7 +65,7 @@ fn db_err(e: postgres::Error) -> DbError {
 fn to_json(row: &postgres::Row) -> Row {
     let mut out = Row::new();
     for (i, col) in row.columns().iter().enumerate() {
-        let v: serde_json::Value = match *col.type_() {
+        let v: sema_core::json::Value = match *col.type_() {
             Type::INT2 => row
                 .get::<_, Option<i16>>(i)
                 .map(Into::into)

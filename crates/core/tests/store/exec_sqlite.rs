@@ -60,7 +60,7 @@ fn run_one(conn: &rusqlite::Connection, s: &Stmt) -> Result<Outcome, DbError> {
         let mut row = Row::new();
         for (i, name) in names.iter().enumerate() {
             let v = match r.get_ref(i).map_err(db_err)? {
-                ValueRef::Null => serde_json::Value::Null,
+                ValueRef::Null => sema_core::json::Value::Null,
                 ValueRef::Integer(n) => n.into(),
                 ValueRef::Real(f) => f.into(),
                 ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned().into(),
