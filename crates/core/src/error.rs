@@ -156,21 +156,44 @@ impl ErrorCode {
 }
 
 /// A refusal with its code (and so its HTTP status). Details keep their insertion order on the wire.
+/// Boxed: it travels in most `Result`s of the program, and a pointer keeps them narrow.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
+pub struct ApiError(Box<Refusal>);
+
+/// What an [`ApiError`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
     kind: ErrorCode,
     pub message: String,
     /// `(key, value as JSON text)`.
     details: Vec<(String, String)>,
 }
 
+impl std::ops::Deref for ApiError {
+    type Target = Refusal;
+
+    fn deref(&self) -> &Refusal {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ApiError {
+    fn deref_mut(&mut self) -> &mut Refusal {
+        &mut self.0
+    }
+}
+
 impl ApiError {
     pub fn new(kind: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
+        Self::of(kind, message.into(), Vec::new())
+    }
+
+    fn of(kind: ErrorCode, message: String, details: Vec<(String, String)>) -> Self {
+        Self(Box::new(Refusal {
             kind,
-            message: message.into(),
-            details: Vec::new(),
-        }
+            message,
+            details,
+        }))
     }
 
     pub fn kind(&self) -> ErrorCode {
@@ -422,11 +445,7 @@ impl crate::object_codec::Codec for ApiError {
             r.fail("a known error code");
             ErrorCode::InvalidRequest
         });
-        Self {
-            kind,
-            message: String::take(r),
-            details: Vec::take(r),
-        }
+        Self::of(kind, String::take(r), Vec::take(r))
     }
 }
 
@@ -435,11 +454,7 @@ impl<'de> Deserialize<'de> for ApiError {
         let w = ApiErrorWire::deserialize(d)?;
         let kind = ErrorCode::from_code(&w.code)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown error code {:?}", w.code)))?;
-        Ok(Self {
-            kind,
-            message: w.message,
-            details: w.details,
-        })
+        Ok(Self::of(kind, w.message, w.details))
     }
 }
 

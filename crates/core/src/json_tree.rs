@@ -851,8 +851,12 @@ eq_integer!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);
 // ---- Errors ------------------------------------------------------------------------------------
 
 /// A failed parse or read: serde_json's error in its words, `at line L column C` for a syntax error.
+/// Boxed, so that a `Result` carrying it is a pointer wider than its value at most.
 #[derive(Clone, PartialEq)]
-pub struct Error {
+pub struct Error(Box<ErrorParts>);
+
+#[derive(Clone, PartialEq)]
+struct ErrorParts {
     message: Box<str>,
     /// Line and column of a syntax error (1-based line; column in bytes from the line's start).
     at: Option<(usize, usize)>,
@@ -866,25 +870,25 @@ impl Error {
             .rposition(|b| *b == b'\n')
             .map_or(0, |p| p + 1);
         let line = 1 + before[..line_start].iter().filter(|b| **b == b'\n').count();
-        Error {
+        Error(Box::new(ErrorParts {
             message: message.into(),
             at: Some((line, index.min(text.len()) - line_start)),
-        }
+        }))
     }
 
     /// Whether the text was not JSON (as against JSON of another shape).
     pub fn is_syntax(&self) -> bool {
-        self.at.is_some()
+        self.0.at.is_some()
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.at {
+        match self.0.at {
             Some((line, column)) => {
-                write!(f, "{} at line {line} column {column}", self.message)
+                write!(f, "{} at line {line} column {column}", self.0.message)
             }
-            None => f.write_str(&self.message),
+            None => f.write_str(&self.0.message),
         }
     }
 }
@@ -899,9 +903,38 @@ impl std::error::Error for Error {}
 
 impl serde::de::Error for Error {
     fn custom<T: fmt::Display>(msg: T) -> Self {
-        Error {
+        Error(Box::new(ErrorParts {
             message: msg.to_string().into(),
             at: None,
+        }))
+    }
+
+    fn invalid_type(unexpected: serde::de::Unexpected, expected: &dyn serde::de::Expected) -> Self {
+        Self::custom(format_args!(
+            "invalid type: {}, expected {expected}",
+            InJson(unexpected)
+        ))
+    }
+
+    fn invalid_value(
+        unexpected: serde::de::Unexpected,
+        expected: &dyn serde::de::Expected,
+    ) -> Self {
+        Self::custom(format_args!(
+            "invalid value: {}, expected {expected}",
+            InJson(unexpected)
+        ))
+    }
+}
+
+/// What serde calls a value, in JSON's words: its unit value is `null` (as serde_json says).
+struct InJson<'a>(serde::de::Unexpected<'a>);
+
+impl fmt::Display for InJson<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            serde::de::Unexpected::Unit => f.write_str("null"),
+            other => fmt::Display::fmt(&other, f),
         }
     }
 }

@@ -62,10 +62,7 @@ pub fn judge(found: i64) -> Result<(), DbError> {
     if found == VERSION {
         Ok(())
     } else {
-        Err(DbError::SchemaMismatch {
-            expected: VERSION,
-            found,
-        })
+        Err(DbError::schema_mismatch(VERSION, found))
     }
 }
 
@@ -116,13 +113,7 @@ mod tests {
     fn only_the_expected_version_is_served_from() {
         assert_eq!(judge(VERSION), Ok(()));
         for found in [0, VERSION - 1, VERSION + 1] {
-            assert_eq!(
-                judge(found),
-                Err(DbError::SchemaMismatch {
-                    expected: VERSION,
-                    found
-                })
-            );
+            assert_eq!(judge(found), Err(DbError::schema_mismatch(VERSION, found)));
         }
     }
 

@@ -239,3 +239,29 @@ fn the_json_macro_builds_the_tree_serde_json_s_builds() {
     assert_eq!(crate::json!(null).text(), "null");
     assert_eq!(crate::json!("s").text(), "\"s\"");
 }
+
+#[test]
+fn shape_errors_are_worded_as_serde_json_words_them() {
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Shape {
+        name: String,
+        count: u8,
+    }
+    for text in [
+        r#"{"name": null, "count": 1}"#,
+        r#"{"name": "x", "count": 300}"#,
+        r#"{"name": "x", "count": -1}"#,
+        r#"{"name": true, "count": 1}"#,
+        r#"{"name": [], "count": 1}"#,
+        r#"{"name": "x"}"#,
+        r#"null"#,
+    ] {
+        let ours = crate::json::serde_from_text::<Shape>(text)
+            .unwrap_err()
+            .to_string();
+        let theirs = serde_json::from_str::<Shape>(text).unwrap_err().to_string();
+        // serde_json's own reader adds the place; the words before it are the same.
+        assert!(theirs.starts_with(&ours), "{text}: {ours:?} / {theirs:?}");
+    }
+}

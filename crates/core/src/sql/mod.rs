@@ -363,18 +363,33 @@ pub enum DbError {
     Duplicate { table: String },
     /// The database's schema is not the version this code was written for (see [`crate::schema`]):
     /// nothing is served from it until the migrations are applied.
-    SchemaMismatch { expected: i64, found: i64 },
+    /// Boxed: a store's `Result`s carry this type, and a pointer keeps them narrow.
+    SchemaMismatch(Box<SchemaVersions>),
     /// Anything else: an infrastructure failure.
     Other(String),
+}
+
+/// The schema version a store's code expects, and the one its database is at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaVersions {
+    pub expected: i64,
+    pub found: i64,
+}
+
+impl DbError {
+    pub fn schema_mismatch(expected: i64, found: i64) -> Self {
+        Self::SchemaMismatch(Box::new(SchemaVersions { expected, found }))
+    }
 }
 
 impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Duplicate { table } => write!(f, "duplicate key in {table}"),
-            Self::SchemaMismatch { expected, found } => write!(
+            Self::SchemaMismatch(v) => write!(
                 f,
-                "the database schema is at version {found}, this code needs version {expected}"
+                "the database schema is at version {}, this code needs version {}",
+                v.found, v.expected
             ),
             Self::Other(m) => f.write_str(m),
         }
@@ -389,9 +404,7 @@ impl DbError {
     /// `None`: an infrastructure failure (an opaque 500) or a duplicate the store decides from.
     pub fn refusal(&self) -> Option<crate::ApiError> {
         match self {
-            Self::SchemaMismatch { expected, found } => {
-                Some(crate::ApiError::schema_mismatch(*expected, *found))
-            }
+            Self::SchemaMismatch(v) => Some(crate::ApiError::schema_mismatch(v.expected, v.found)),
             Self::Duplicate { .. } | Self::Other(_) => None,
         }
     }
