@@ -76,9 +76,11 @@ pub fn parse_raw_key(raw: &str) -> Result<&str, ApiError> {
 }
 
 /// Fingerprint of a request: the route plus the body re-serialised canonically (object keys sorted,
-/// insignificant whitespace removed), so formatting differences do not count as a different request.
+/// insignificant whitespace removed, escapes resolved), so formatting differences do not count as a
+/// different request. A number that is not a 64-bit integer counts as spelt (`1.5` and `1.50` are
+/// two requests; see `json_tree`): a retry sends the same text.
 pub fn fingerprint(route: &str, body: &crate::json::Value) -> String {
-    let canonical = crate::json::to_text(body).unwrap_or_default();
+    let canonical = body.text();
     crate::hex::sha256(format!("{route}\n{canonical}").as_bytes())
 }
 

@@ -965,6 +965,56 @@ const CONTROL: &str = "control character (\\u0000-\\u001F) found while parsing a
 const LONE_SURROGATE: &str = "lone leading surrogate in hex escape";
 const END_OF_HEX: &str = "unexpected end of hex escape";
 const TOO_DEEP: &str = "recursion limit exceeded";
+const OUT_OF_RANGE: &str = "number out of range";
+
+/// The digits of the least number a float rounds up to infinity (2^1024 − 2^970, the largest
+/// float plus half its last place), as a fraction `0.1797…` of 10^309.
+const F64_OVERFLOW: &[u8] = b"179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792";
+
+/// Whether the (valid) JSON number `text` is below what a float rounds to infinity, as serde_json
+/// and the runners' parsers require (a smaller one, however small, is taken: it rounds to zero).
+/// Decided on the digits, with no float.
+fn within_f64(text: &str) -> bool {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => (text, "0"),
+    };
+    let mantissa = mantissa.trim_start_matches('-');
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // The significant digits, and the power of ten of the first one's place plus one.
+    let whole = whole.trim_start_matches('0');
+    let (digits, mut place): (Vec<u8>, i64) = if whole.is_empty() {
+        let f = fraction.trim_start_matches('0');
+        (f.bytes().collect(), -((fraction.len() - f.len()) as i64))
+    } else {
+        (
+            whole.bytes().chain(fraction.bytes()).collect(),
+            whole.len() as i64,
+        )
+    };
+    let digits: &[u8] = {
+        let end = digits.iter().rposition(|d| *d != b'0').map_or(0, |p| p + 1);
+        &digits[..end]
+    };
+    if digits.is_empty() {
+        return true;
+    }
+    let (negative, exp_digits) = match exponent.as_bytes().first() {
+        Some(b'-') => (true, &exponent[1..]),
+        Some(b'+') => (false, &exponent[1..]),
+        _ => (false, exponent),
+    };
+    // Saturated: any exponent past a few thousand decides alone.
+    let e = exp_digits
+        .bytes()
+        .fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1_000_000));
+    place += if negative { -e } else { e };
+    match place.cmp(&309) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Greater => false,
+        std::cmp::Ordering::Equal => digits < F64_OVERFLOW,
+    }
+}
 
 /// Arrays and objects open at once, at most (serde_json's limit: 128 refuses).
 const DEPTH: usize = 127;
@@ -1109,6 +1159,9 @@ impl Parser<'_> {
                 });
             }
         }
+        // Where an out-of-range number is refused: past the exponent digit that takes the exponent
+        // beyond 32 bits, if any (serde_json stops there), else past the number.
+        let mut refuse_at = None;
         if matches!(self.peek(), Some(b'e' | b'E')) {
             self.at += 1;
             if matches!(self.peek(), Some(b'+' | b'-')) {
@@ -1116,7 +1169,16 @@ impl Parser<'_> {
             }
             match self.next() {
                 None => return Err(self.error(EOF_VALUE)),
-                Some(b'0'..=b'9') => self.digits(),
+                Some(b'0'..=b'9') => {
+                    let mut e = u64::from(self.text[self.at - 1] - b'0');
+                    while let Some(d @ b'0'..=b'9') = self.peek() {
+                        self.at += 1;
+                        e = (e * 10 + u64::from(d - b'0')).min(u64::from(u32::MAX));
+                        if e > i32::MAX as u64 && refuse_at.is_none() {
+                            refuse_at = Some(self.at);
+                        }
+                    }
+                }
                 Some(_) => return Err(self.error(INVALID_NUMBER)),
             }
         }
@@ -1135,6 +1197,10 @@ impl Parser<'_> {
                     }
                 }
             }
+        }
+        if !within_f64(text) {
+            self.at = refuse_at.unwrap_or(self.at);
+            return Err(self.error(OUT_OF_RANGE));
         }
         Ok(Number(Num::Text(text.into())))
     }
