@@ -3,8 +3,8 @@
 //! `serde_json::from_str::<T>` compiles serde_json's text parser once per type `T` it reads; across
 //! the objects' protocols (since written in `object_codec`'s text), their replies and the state they
 //! store, those copies were about 200 KB of the Worker's wasm (about a seventh of it). [`from_text`]
-//! parses the text into a [`Value`] (one parser for the whole program) and reads `T` from
-//! that tree. The detour builds one tree per read: a few hundred bytes for a stored state or a
+//! parses the text into a [`Value`] (the core's tree, `json_tree`: one parser for the whole
+//! program) and reads `T` from that tree. The detour builds one tree per read: a few hundred bytes for a stored state or a
 //! request body. Duplicate keys in an object are taken as the last one rather than refused, so the
 //! one configuration that must refuse them (the token table) scans its text for them first.
 //!
@@ -35,8 +35,8 @@ impl JsonText for Value {
     }
 }
 
-/// Reads a `T` from JSON text. Errors are serde_json's: a syntax error names its line and column,
-/// a shape error the field (without a position).
+/// Reads a `T` from JSON text. Errors are worded as serde_json's were: a syntax error names its
+/// line and column, a shape error the field (without a position).
 pub fn from_text<T: FromTree>(text: &str) -> Result<T, Error> {
     T::from_tree(&parse(text)?)
 }

@@ -92,7 +92,15 @@ impl Number {
     }
 }
 
-fn write_u64(mut n: u64, negative: bool, out: &mut String) {
+fn write_u64(n: u64, negative: bool, out: &mut String) {
+    if negative {
+        out.push('-');
+    }
+    write_digits(n, out);
+}
+
+/// Appends `n`'s decimal digits.
+pub(crate) fn write_digits(mut n: u64, out: &mut String) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -102,9 +110,6 @@ fn write_u64(mut n: u64, negative: bool, out: &mut String) {
         if n == 0 {
             break;
         }
-    }
-    if negative {
-        out.push('-');
     }
     for d in &digits[at..] {
         out.push(char::from(*d));

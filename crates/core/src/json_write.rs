@@ -49,9 +49,30 @@ impl Compound<'_> {
     }
 }
 
-fn int(out: &mut String, v: impl Into<Value>) -> Result<(), Error> {
-    v.into().write(out);
-    Ok(())
+/// The serializer's integer methods: each writes its digits.
+macro_rules! integers {
+    ($($method:ident : $t:ty),*) => {$(
+        fn $method(self, v: $t) -> Result<(), Error> {
+            Value::from(v).write(self.out);
+            Ok(())
+        }
+    )*};
+}
+
+impl<'a> Writer<'a> {
+    /// A variant with content: `{"name":` and the content opened with `open`, to be closed by
+    /// `close` (the content's end and the object's).
+    fn variant(self, name: &str, open: &str, close: &'static str) -> Compound<'a> {
+        self.out.push('{');
+        write_str(name, self.out);
+        self.out.push(':');
+        self.out.push_str(open);
+        Compound {
+            out: self.out,
+            first: true,
+            close,
+        }
+    }
 }
 
 impl<'a> ser::Serializer for Writer<'a> {
@@ -70,37 +91,16 @@ impl<'a> ser::Serializer for Writer<'a> {
         Ok(())
     }
 
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        int(self.out, v)
-    }
-
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        int(self.out, v)
-    }
+    integers!(
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64
+    );
 
     fn serialize_f32(self, _: f32) -> Result<(), Error> {
         Err(Error::custom("a float is not written"))
@@ -208,14 +208,7 @@ impl<'a> ser::Serializer for Writer<'a> {
         variant: &'static str,
         _: usize,
     ) -> Result<Compound<'a>, Error> {
-        self.out.push('{');
-        write_str(variant, self.out);
-        self.out.push_str(":[");
-        Ok(Compound {
-            out: self.out,
-            first: true,
-            close: "]}",
-        })
+        Ok(self.variant(variant, "[", "]}"))
     }
 
     fn serialize_map(self, _: Option<usize>) -> Result<Compound<'a>, Error> {
@@ -238,14 +231,7 @@ impl<'a> ser::Serializer for Writer<'a> {
         variant: &'static str,
         _: usize,
     ) -> Result<Compound<'a>, Error> {
-        self.out.push('{');
-        write_str(variant, self.out);
-        self.out.push_str(":{");
-        Ok(Compound {
-            out: self.out,
-            first: true,
-            close: "}}",
-        })
+        Ok(self.variant(variant, "{", "}}"))
     }
 }
 
@@ -263,57 +249,30 @@ impl Compound<'_> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
+/// The compound traits whose elements are values in order (`[…]`): each element is
+/// [`Compound::element`].
+macro_rules! elements {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
 
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
+            fn end(self) -> Result<(), Error> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
-
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
-}
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -346,45 +305,29 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
+/// The compound traits whose entries are named fields (`{…}`).
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Error;
 
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.key(key);
-        value.serialize(Writer {
-            out: &mut *self.out,
-        })
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Error> {
+                self.key(key);
+                value.serialize(Writer { out: &mut *self.out })
+            }
 
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
+            fn end(self) -> Result<(), Error> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
-
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.key(key);
-        value.serialize(Writer {
-            out: &mut *self.out,
-        })
-    }
-
-    fn end(self) -> Result<(), Error> {
-        Compound::end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 impl Serialize for Value {
     fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -253,19 +253,8 @@ impl Codec for bool {
 }
 
 /// Appends `n`'s decimal digits and `end`.
-fn put_digits(mut n: u64, end: char, out: &mut String) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+fn put_digits(n: u64, end: char, out: &mut String) {
+    crate::json_tree::write_digits(n, out);
     out.push(end);
 }
 
