@@ -1027,6 +1027,7 @@ const DEPTH: usize = 127;
 /// Parses JSON text into a tree (see the module's note for what differs from serde_json).
 pub fn parse(text: &str) -> Result<Value, Error> {
     let mut p = Parser {
+        src: text,
         text: text.as_bytes(),
         at: 0,
         depth: 0,
@@ -1039,6 +1040,9 @@ pub fn parse(text: &str) -> Result<Value, Error> {
 }
 
 struct Parser<'a> {
+    /// The text, and its bytes (what is read; every cut the parser makes in a string falls
+    /// before an ASCII byte, a quote or a backslash, so slices of `src` there are text).
+    src: &'a str,
     text: &'a [u8],
     /// The next byte to read.
     at: usize,
@@ -1212,7 +1216,7 @@ impl Parser<'_> {
 
     /// A string's content, its opening quote read.
     fn string(&mut self) -> Result<String, Error> {
-        let mut out = Vec::new();
+        let mut out = String::new();
         let mut start = self.at;
         loop {
             while self
@@ -1224,12 +1228,17 @@ impl Parser<'_> {
             match self.peek() {
                 None => return Err(self.error(EOF_STRING)),
                 Some(b'"') => {
-                    out.extend_from_slice(&self.text[start..self.at]);
+                    let last = &self.src[start..self.at];
                     self.at += 1;
-                    break;
+                    // Without escapes, one copy of exactly its length.
+                    if out.is_empty() {
+                        return Ok(last.to_owned());
+                    }
+                    out.push_str(last);
+                    return Ok(out);
                 }
                 Some(b'\\') => {
-                    out.extend_from_slice(&self.text[start..self.at]);
+                    out.push_str(&self.src[start..self.at]);
                     self.at += 1;
                     self.escape(&mut out)?;
                     start = self.at;
@@ -1240,23 +1249,21 @@ impl Parser<'_> {
                 }
             }
         }
-        // The input is text and every escape wrote a whole scalar value: still UTF-8.
-        String::from_utf8(out).map_err(|_| self.error(INVALID_ESCAPE))
     }
 
-    fn escape(&mut self, out: &mut Vec<u8>) -> Result<(), Error> {
+    fn escape(&mut self, out: &mut String) -> Result<(), Error> {
         let Some(b) = self.next() else {
             return Err(self.error(EOF_STRING));
         };
         let plain = match b {
-            b'"' => b'"',
-            b'\\' => b'\\',
-            b'/' => b'/',
-            b'b' => 0x08,
-            b'f' => 0x0c,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
             b'u' => return self.unicode(out),
             _ => return Err(self.error(INVALID_ESCAPE)),
         };
@@ -1284,7 +1291,7 @@ impl Parser<'_> {
     }
 
     /// A `\u` escape, its `\u` read: a scalar value, or a surrogate pair as two escapes.
-    fn unicode(&mut self, out: &mut Vec<u8>) -> Result<(), Error> {
+    fn unicode(&mut self, out: &mut String) -> Result<(), Error> {
         let n = self.hex4()?;
         let scalar = match n {
             0xDC00..=0xDFFF => return Err(self.error(LONE_SURROGATE)),
@@ -1308,8 +1315,7 @@ impl Parser<'_> {
             n => u32::from(n),
         };
         let c = char::from_u32(scalar).ok_or_else(|| self.error(INVALID_ESCAPE))?;
-        let mut buf = [0u8; 4];
-        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        out.push(c);
         Ok(())
     }
 
