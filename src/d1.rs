@@ -14,8 +14,8 @@
 //! refuses with [`DbError::SchemaMismatch`] (a 503 `store.schema_mismatch`) unless the database is
 //! at [`schema::VERSION`]. A mismatch is not remembered, so applying the migrations heals at once.
 
-use sema_core::json::Value;
 use sema_core::{
+    json::Value,
     schema,
     sql::{classify_sqlite_error, DbError, Dialect, Outcome, Row, SqlValue, Stmt, JS_SAFE_INT},
     store::Executor,

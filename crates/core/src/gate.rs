@@ -13,11 +13,11 @@
 //! (`approval.denied`, `resource_limit.stopped`); `wake` ends the parked run `completed` with its
 //! card as the result (the session object then admits the new run).
 
-use crate::json::{Map, Value};
 use crate::{
     error::{ApiError, ErrorCode},
     ids::{is_safe_id, SAFE_ID_RULE},
     json::JsonText,
+    json::{Map, Value},
     runner_wire::LeaseHolder,
     status::{ParkStatus, TerminalStatus},
 };

@@ -1,10 +1,10 @@
 //! Request bodies of the runner protocol, `steer` and `POST /v1/tasks`, with their validation.
 
-use crate::json::Value;
 use crate::{
     error::ApiError,
     ids::{is_safe_id, SessionId, SAFE_ID_RULE},
     json::JsonText,
+    json::Value,
     status::{TerminalStatus, FINISH_STATUSES},
     wire::{SubmitRun, SubmitRunBody, OBJECTIVE_MAX},
 };

@@ -9,8 +9,10 @@
 //! ledger), and neither does a refusal's `done`. No `retry:` field is sent (SPEC-api §3.1 has none):
 //! a client keeps its own reconnection time.
 
-use crate::json::{Map, Value};
-use crate::run::RunRow;
+use crate::{
+    json::{Map, Value},
+    run::RunRow,
+};
 
 /// Sent every 15 s while a stream is open.
 pub const HEARTBEAT_FRAME: &str = "event: heartbeat\ndata: {}\n\n";

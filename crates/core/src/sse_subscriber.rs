@@ -9,9 +9,12 @@
 //! `done` frame, after which nothing is sent. A *joining* subscriber (a keyed duplicate of a run in
 //! flight, SPEC-api §4) gets no ledger frames at all, only that `done` frame marked `replay: true`.
 
-use crate::json::JsonText;
-use crate::json::Value;
-use crate::{run::RunRow, sse, status, store::EventRow};
+use crate::{
+    json::{JsonText, Value},
+    run::RunRow,
+    sse, status,
+    store::EventRow,
+};
 
 /// Where a subscriber's frames go. `send` returns false when the client went away.
 pub trait Sink {

@@ -22,8 +22,7 @@ pub mod run_sql;
 pub mod runner_sql;
 pub mod session_sql;
 
-use crate::json::JsonText;
-use crate::json::{Map, Value};
+use crate::json::{JsonText, Map, Value};
 use std::borrow::Cow;
 
 /// The SQL dialects the store runs on.
