@@ -14,6 +14,7 @@
 //! except that no number is out of range. A duplicate key in an object keeps its last value.
 //! Nesting deeper than 127 arrays and objects is refused, as serde_json refuses it.
 
+use crate::text_map::TextMap;
 use std::fmt;
 
 /// A JSON value.
@@ -145,95 +146,66 @@ impl fmt::Debug for Number {
     }
 }
 
-/// A JSON object: its entries sorted by key (byte order), each key once.
+/// A JSON object: its entries sorted by key (byte order), each key once (the program's
+/// [`TextMap`] of values).
 #[derive(Clone, PartialEq, Default)]
-pub struct Map {
-    entries: Vec<(String, Value)>,
-}
+pub struct Map(TextMap<Value>);
 
 impl Map {
     pub fn new() -> Self {
         Self::default()
     }
 
-    fn find(&self, key: &str) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
-    }
-
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.find(key).ok().map(|at| &self.entries[at].1)
+        self.0.get(key)
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        match self.find(key) {
-            Ok(at) => Some(&mut self.entries[at].1),
-            Err(_) => None,
-        }
+        self.0.get_mut(key)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
-        self.find(key).is_ok()
+        self.0.contains_key(key)
     }
 
     /// Sets `key` to `value`; the value it had, if any.
     pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
-        match self.find(&key) {
-            Ok(at) => Some(std::mem::replace(&mut self.entries[at].1, value)),
-            Err(at) => {
-                self.entries.insert(at, (key, value));
-                None
-            }
-        }
+        self.0.insert(key, value)
     }
 
     pub fn remove(&mut self, key: &str) -> Option<Value> {
-        match self.find(key) {
-            Ok(at) => Some(self.entries.remove(at).1),
-            Err(_) => None,
-        }
+        self.0.remove(key)
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.0.is_empty()
     }
 
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.entries.iter())
+        Iter(self.0.entries().iter())
     }
 
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.entries.iter().map(|(k, _)| k)
+        self.0.entries().iter().map(|(k, _)| k)
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &Value> + ExactSizeIterator {
-        self.entries.iter().map(|(_, v)| v)
+        self.0.entries().iter().map(|(_, v)| v)
     }
 
     pub fn values_mut(
         &mut self,
     ) -> impl DoubleEndedIterator<Item = &mut Value> + ExactSizeIterator {
-        self.entries.iter_mut().map(|(_, v)| v)
+        self.0.values_mut()
     }
 
     /// A map of entries in any order, a repeated key keeping its last value.
-    fn from_entries(mut entries: Vec<(String, Value)>) -> Self {
-        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
-            // Stable: among equal keys the last written stays last, and is the one kept.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut kept: Vec<(String, Value)> = Vec::with_capacity(entries.len());
-            for e in entries {
-                match kept.last_mut() {
-                    Some(last) if last.0 == e.0 => *last = e,
-                    _ => kept.push(e),
-                }
-            }
-            entries = kept;
-        }
-        Map { entries }
+    fn from_entries(entries: Vec<(String, Value)>) -> Self {
+        Map(TextMap::from_entries(entries))
     }
 }
 
@@ -275,7 +247,7 @@ impl IntoIterator for Map {
     type IntoIter = std::vec::IntoIter<(String, Value)>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        self.0.into_entries().into_iter()
     }
 }
 
@@ -360,14 +332,7 @@ impl std::ops::IndexMut<&str> for Value {
         let Value::Object(m) = self else {
             unreachable!("made an object above")
         };
-        let at = match m.find(key) {
-            Ok(at) => at,
-            Err(at) => {
-                m.entries.insert(at, (key.to_owned(), Value::Null));
-                at
-            }
-        };
-        &mut m.entries[at].1
+        m.0.get_or_insert_with(key, || Value::Null)
     }
 }
 
@@ -527,7 +492,7 @@ impl Value {
             }
             Value::Object(m) => {
                 out.push('{');
-                for (i, (k, v)) in m.entries.iter().enumerate() {
+                for (i, (k, v)) in m.iter().enumerate() {
                     if i > 0 {
                         out.push(',');
                     }

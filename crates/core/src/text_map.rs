@@ -26,6 +26,32 @@ impl<V> TextMap<V> {
         }
     }
 
+    /// A map of `entries` in any order, a repeated key keeping its last value.
+    pub fn from_entries(mut entries: Vec<(String, V)>) -> Self {
+        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+            // Stable: among equal keys the last written stays last, and is the one kept.
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut kept: Vec<(String, V)> = Vec::with_capacity(entries.len());
+            for e in entries {
+                match kept.last_mut() {
+                    Some(last) if last.0 == e.0 => *last = e,
+                    _ => kept.push(e),
+                }
+            }
+            entries = kept;
+        }
+        Self { entries }
+    }
+
+    /// The entries, in key order.
+    pub fn entries(&self) -> &[(String, V)] {
+        &self.entries
+    }
+
+    pub fn into_entries(self) -> Vec<(String, V)> {
+        self.entries
+    }
+
     /// Where `key` is (`Ok`), or where it would go (`Err`).
     fn find(&self, key: &str) -> Result<usize, usize> {
         self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
@@ -89,6 +115,10 @@ impl<V> TextMap<V> {
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.entries.iter().map(|(_, v)| v)
+    }
+
+    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> + ExactSizeIterator {
+        self.entries.iter_mut().map(|(_, v)| v)
     }
 }
 
