@@ -4,16 +4,13 @@
 
 use crate::{
     error::{ApiError, ErrorCode},
-    json::JsonText,
+    json,
+    json::{JsonText, Map, Value},
     leader::{LeaderRunRecord, STATUSES},
     leader_drive::{ChildState, Drive, Report},
     list::{self, decode_cursor},
     store::LeaderChild,
     wire::{objective_preview, OBJECTIVE_MAX},
-};
-use crate::{
-    json,
-    json::{Map, Value},
 };
 use serde::Deserialize;
 
@@ -273,11 +270,7 @@ pub fn leader_json(
     drive: Option<&Drive>,
     children: Option<&[LeaderChild]>,
 ) -> Value {
-    // The record's fields as a tree (its text read back: written once, in one place).
-    let mut v = crate::json::to_text(record)
-        .ok()
-        .and_then(|text| crate::json::parse(&text).ok())
-        .unwrap_or_else(|| json!({}));
+    let mut v = json::to_value(record).unwrap_or_else(|_| json!({}));
     if let (Some(o), Some(d)) = (v.as_object_mut(), drive) {
         o.insert("maxConcurrency".into(), json!(d.max_concurrency));
         if let Some(at) = d.deadline_at {

@@ -6,8 +6,7 @@
 //! last admission into it (the listing's order); `lastActivityAt` also counts its newest run's last
 //! write and the active run's last sign of life.
 
-use crate::{error::ApiError, gate, list, wire::objective_preview};
-use crate::{json, json::Value};
+use crate::{error::ApiError, gate, json, json::Value, list, wire::objective_preview};
 
 /// A session with what holds it, as the store reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
