@@ -31,7 +31,12 @@
 //! Idle runners cost no D1 query: the backlog is read from D1 only while the memory is cold (a new
 //! object, or an overflowed backlog); afterwards notices keep it current.
 
-use crate::{cx::Cx, failure::Failure, platform};
+use crate::{
+    cx::Cx,
+    failure::Failure,
+    object_storage::{self, Durability, ObjectStorage},
+    platform,
+};
 use futures_channel::oneshot;
 use sema_core::{
     dispatch::{
@@ -101,6 +106,8 @@ enum PushTo {
 #[durable_object]
 pub struct DispatchDo {
     state: State,
+    /// Its alarm only: the dispatcher keeps nothing else in storage.
+    storage: ObjectStorage,
     env: Env,
     /// The queue this object serves (learnt from its first call; every call names it).
     queue: RefCell<String>,
@@ -122,7 +129,9 @@ pub struct DispatchDo {
 
 impl DurableObject for DispatchDo {
     fn new(state: State, env: Env) -> Self {
+        let (state, storage) = ObjectStorage::of(state);
         Self {
+            storage,
             state,
             env,
             queue: RefCell::new(String::new()),
@@ -322,19 +331,9 @@ impl DispatchDo {
         if self.alarm_at.get().is_some_and(|armed| armed <= at) {
             return;
         }
-        let now = platform::now_ms();
-        let offset = (at - now).max(1);
-        let options = worker::SetAlarmOptions {
-            allow_unconfirmed: Some(true),
-            ..Default::default()
-        };
-        match self
-            .state
-            .storage()
-            .set_alarm_with_options(offset, options)
-            .await
-        {
-            Ok(()) => self.alarm_at.set(Some(now + offset)),
+        let at = at.max(platform::now_ms() + 1);
+        match self.storage.set_alarm(at, Durability::Unconfirmed).await {
+            Ok(()) => self.alarm_at.set(Some(at)),
             Err(e) => worker::console_error!("dispatch alarm: {e}"),
         }
     }
@@ -765,16 +764,13 @@ impl DispatchDo {
 
 /// Keeps `note` on the socket (it survives hibernation), as JSON text: one string across the wasm
 /// boundary rather than an object built field by field.
-fn keep_note(ws: &WebSocket, note: &SocketNote) -> worker::Result<()> {
-    let text =
-        sema_core::json::to_text(note).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    ws.serialize_attachment(text)
+fn keep_note(ws: &WebSocket, note: &SocketNote) -> Result<(), Failure> {
+    object_storage::keep_on_socket(ws, &sema_core::json::to_text(note)?)
 }
 
 /// The note kept on `ws` (none: not one of this object's runner sockets).
 fn note_of(ws: &WebSocket) -> Option<SocketNote> {
-    let text = ws.deserialize_attachment::<String>().ok().flatten()?;
-    sema_core::json::from_text(&text).ok()
+    sema_core::json::from_text(&object_storage::kept_on_socket(ws)?).ok()
 }
 
 /// Sends `call` to the dispatcher of `queue`.

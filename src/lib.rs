@@ -1,7 +1,7 @@
 //! Sema Edge Worker: the thin adapter between the Workers runtime and `sema-core`.
 //!
 //! It owns transport only: the router and handlers (`http/`), the store executors (`d1.rs`, and `hyperdrive_pg.rs` for PostgreSQL through Hyperdrive with the `postgres` feature) and the choice between them (`store_backend.rs`), the request as handlers read it (`incoming.rs`), the session
-//! Durable Object (`session_do/`), the task-queue dispatcher object (`dispatch_do.rs`), the cron's reaper tick (`reaper_cron.rs`), the leader-run driver (`leader_driver.rs`), the ledger reads both sides share (`ledger_read.rs`), building a request to an object's `fetch` (`object_request.rs`), the Worker's response (`outgoing.rs`), reading an object's reply (`object_reply.rs`), principal resolution
+//! Durable Object (`session_do/`), the task-queue dispatcher object (`dispatch_do.rs`), the cron's reaper tick (`reaper_cron.rs`), the leader-run driver (`leader_driver.rs`), the ledger reads both sides share (`ledger_read.rs`), building a request to an object's `fetch` (`object_request.rs`), an object's storage as text (`object_storage.rs`), the Worker's response (`outgoing.rs`), reading an object's reply (`object_reply.rs`), principal resolution
 //! (`auth.rs`) and the clock and entropy (`platform.rs`). Decisions live in the core. On a native target this crate is empty: its code is
 //! exercised by the black-box tests in `tests/` against `wrangler dev`.
 
@@ -33,6 +33,8 @@ mod ledger_read;
 mod object_reply;
 #[cfg(target_arch = "wasm32")]
 mod object_request;
+#[cfg(target_arch = "wasm32")]
+mod object_storage;
 #[cfg(target_arch = "wasm32")]
 mod outgoing;
 #[cfg(target_arch = "wasm32")]

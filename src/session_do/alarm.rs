@@ -5,8 +5,8 @@
 //! wins) and end it; dead (ended elsewhere) → end it. So a silent runner is reaped on time between
 //! cron ticks; the cron is the backstop for objects that were never told.
 
-use super::{admission::recheck_at, state::Durability, SessionDo};
-use crate::{cx::Cx, failure::Failure, platform};
+use super::{admission::recheck_at, SessionDo};
+use crate::{cx::Cx, failure::Failure, object_storage::Durability, platform};
 use sema_core::{
     liveness::{Verdict, STALLED_CODE, STALLED_ERROR},
     store::{GuardedFail, LedgerStore, RunReadStore, RunSnapshot},
@@ -21,11 +21,11 @@ impl SessionDo {
         self.arm_alarm_with(Durability::Confirmed).await
     }
 
-    /// [`SessionDo::arm_alarm`] right after D1 committed the claim it watches (see
-    /// [`Durability::AfterD1`]): a crash that loses it loses the memory too, and the next instance
+    /// [`SessionDo::arm_alarm`] right after D1 committed the claim it watches, unconfirmed (D1 is
+    /// the record, as for [`SessionDo::save_after_d1`]): a crash that loses it loses the memory too, and the next instance
     /// confirms its claim against D1; the cron's reaper is the backstop meanwhile.
     pub(super) async fn arm_alarm_after_d1(&self) -> Result<(), Failure> {
-        self.arm_alarm_with(Durability::AfterD1).await
+        self.arm_alarm_with(Durability::Unconfirmed).await
     }
 
     async fn arm_alarm_with(&self, durability: Durability) -> Result<(), Failure> {
@@ -53,18 +53,11 @@ impl SessionDo {
         durability: Durability,
     ) -> Result<(), Failure> {
         let offset = offset_ms.max(1);
-        // The runtime counts the offset from the same clock reading (no I/O in between).
+        // An absolute time, from the clock reading `alarm_at` remembers.
         let at = platform::now_ms() + offset;
         // Remembered only once set: after a failed write the pending alarm is the earlier one or,
         // had the write taken effect after all, this earlier one; either is due by `alarm_at`.
-        let options = worker::SetAlarmOptions {
-            allow_unconfirmed: Some(matches!(durability, Durability::AfterD1)),
-            ..Default::default()
-        };
-        self.state
-            .storage()
-            .set_alarm_with_options(offset, options)
-            .await?;
+        self.storage.set_alarm(at, durability).await?;
         self.alarm_at.set(Some(at));
         Ok(())
     }

@@ -32,7 +32,7 @@ mod state;
 mod streams;
 mod tickets;
 
-use crate::{cx::Cx, d1::METER_HEADER, failure::Failure};
+use crate::{cx::Cx, d1::METER_HEADER, failure::Failure, object_storage::ObjectStorage};
 use fanout::Hub;
 use sema_core::{
     admission::{CommitPoint, SessionState},
@@ -67,9 +67,9 @@ pub struct SessionDo {
     alarm_at: Cell<Option<i64>>,
     /// Where a plain admission may commit (`SEMA_ADMIT_COMMIT`), read once.
     commit_point: CommitPoint,
-    /// The runtime's storage object itself, for the writes worker's `Storage` has no options for
-    /// (`state.rs`, `save_after_d1`).
-    storage_raw: Option<worker::worker_sys::DurableObjectStorage>,
+    /// The object's storage, text values and the alarm (deleting the session clears it through
+    /// worker's `Storage`).
+    storage: ObjectStorage,
 }
 
 /// What a call produced: a reply, or a stream the object opened.
@@ -82,11 +82,9 @@ impl DurableObject for SessionDo {
     fn new(state: State, env: Env) -> Self {
         let settings = crate::config::settings(&env);
         let (staleness, commit_point) = (settings.staleness, settings.admit_commit);
-        let raw = state._inner();
-        let storage_raw = raw.storage().ok();
-        let state = State::from(raw);
+        let (state, storage) = ObjectStorage::of(state);
         Self {
-            storage_raw,
+            storage,
             state,
             env,
             lock: FairLock::new(),

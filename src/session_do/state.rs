@@ -3,22 +3,10 @@
 //! read back from storage is confirmed against D1 before a 409 is answered from it.
 
 use super::SessionDo;
-use crate::failure::Failure;
+use crate::{failure::Failure, object_storage::Durability};
 use sema_core::admission::SessionState;
-use wasm_bindgen::JsCast;
-use worker::wasm_bindgen_futures::JsFuture;
 
 const STATE_KEY: &str = "state";
-
-/// Whether a storage write holds the object's output until it is durable.
-#[derive(Clone, Copy)]
-pub(super) enum Durability {
-    /// The runtime's default: replies and outgoing calls wait for the write.
-    Confirmed,
-    /// The write follows a D1 commit that is the record of what it stores, so nothing waits for
-    /// it (`allowUnconfirmed`).
-    AfterD1,
-}
 
 impl SessionDo {
     /// The session state: memory, else storage, else empty.
@@ -26,7 +14,7 @@ impl SessionDo {
         if let Some(s) = self.memory.borrow().as_ref() {
             return Ok(s.clone());
         }
-        let stored: Option<String> = self.state.storage().get(STATE_KEY).await?;
+        let stored = self.storage.get(STATE_KEY).await?;
         let mut state: SessionState = match stored {
             Some(text) => sema_core::json::from_text(&text)
                 .map_err(|e| Failure::Infra(format!("stored session state: {e}")))?,
@@ -55,31 +43,13 @@ impl SessionDo {
     /// the record here; losing this write to a crash is the case [`SessionDo::load`] already
     /// covers (storage behind D1, confirmed against D1 before it answers a 409).
     pub(super) async fn save_after_d1(&self, state: SessionState) -> Result<(), Failure> {
-        self.save_with(state, Durability::AfterD1).await
+        self.save_with(state, Durability::Unconfirmed).await
     }
 
     async fn save_with(&self, state: SessionState, durability: Durability) -> Result<(), Failure> {
         let text = sema_core::json::to_text(&state)?;
         *self.memory.borrow_mut() = Some(state);
-        let (Durability::AfterD1, Some(storage)) = (durability, self.storage_raw.as_ref()) else {
-            self.state.storage().put(STATE_KEY, text).await?;
-            return Ok(());
-        };
-        // worker's `Storage::put` takes no options: the runtime's own `put`, with them.
-        let options = js_sys::Object::new();
-        js_sys::Reflect::set(&options, &"allowUnconfirmed".into(), &true.into())
-            .map_err(|e| Failure::Infra(format!("storage options: {e:?}")))?;
-        let put = js_sys::Reflect::get(storage, &"put".into())
-            .ok()
-            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-            .ok_or_else(|| Failure::Infra("the object's storage has no put".into()))?;
-        let promise = put
-            .call3(storage, &STATE_KEY.into(), &text.into(), &options)
-            .map_err(|e| Failure::Infra(format!("storage put: {e:?}")))?;
-        JsFuture::from(js_sys::Promise::from(promise))
-            .await
-            .map_err(|e| Failure::Infra(format!("storage put: {e:?}")))?;
-        Ok(())
+        self.storage.put(STATE_KEY, &text, durability).await
     }
 
     /// Whether this session's claim, in memory or storage, names `task_id`: proof that the run is

@@ -5,7 +5,7 @@
 //! never writes over an issue.
 
 use super::SessionDo;
-use crate::{failure::Failure, platform};
+use crate::{failure::Failure, object_storage::Durability, platform};
 use sema_core::{
     auth::{Principal, Role},
     session_protocol::SessionReply,
@@ -19,7 +19,7 @@ impl SessionDo {
         if let Some(book) = self.tickets.borrow().as_ref() {
             return Ok(book.clone());
         }
-        let stored: Option<String> = self.state.storage().get(TICKETS_KEY).await?;
+        let stored = self.storage.get(TICKETS_KEY).await?;
         let book = match stored {
             Some(text) => sema_core::json::from_text(&text)
                 .map_err(|e| Failure::Infra(format!("stored stream tickets: {e}")))?,
@@ -52,7 +52,9 @@ impl SessionDo {
         );
         let text = sema_core::json::to_text(&book)?;
         *self.tickets.borrow_mut() = Some(book);
-        self.state.storage().put(TICKETS_KEY, text).await?;
+        self.storage
+            .put(TICKETS_KEY, &text, Durability::Confirmed)
+            .await?;
         Ok(SessionReply::Ticket {
             ticket: issued.ticket,
             expires_at: issued.expires_at,

@@ -324,7 +324,18 @@ impl<'a> Tree<'a> {
                 (Some(u), _, _) => visitor.visit_u64(u),
                 (_, Some(i), _) => visitor.visit_i64(i),
                 (_, _, text) => {
-                    visitor.visit_f64(text.unwrap_or_default().parse().unwrap_or(f64::NAN))
+                    // A visitor that takes no float refuses it naming the number as written, as
+                    // the program's own readers do (`invalid_type`): serde's words for a float
+                    // carry no digits here (`json_tree::InJson`).
+                    let refused = invalid_type(self.0, &visitor).to_string();
+                    let float = text.unwrap_or_default().parse().unwrap_or(f64::NAN);
+                    visitor.visit_f64(float).map_err(|e: Error| {
+                        if e.to_string().starts_with("invalid type: floating point,") {
+                            Error::custom(refused)
+                        } else {
+                            e
+                        }
+                    })
                 }
             },
             Value::String(s) => visitor.visit_borrowed_str(s),

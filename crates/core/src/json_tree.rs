@@ -897,14 +897,36 @@ impl serde::de::Error for Error {
     }
 }
 
-/// What serde calls a value, in JSON's words: its unit value is `null` (as serde_json says).
+/// What serde calls a value, in serde's words but for its unit value, which is JSON's `null` (as
+/// serde_json says). A float is named without its digits: the program's readers never meet one as
+/// a float (a number that is not an integer stays text and is named as written, `json::invalid_type`),
+/// and serde's digits would link the float formatter into the Worker ("Size and start").
 struct InJson<'a>(serde::de::Unexpected<'a>);
 
 impl fmt::Display for InJson<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use serde::de::Unexpected as U;
         match self.0 {
-            serde::de::Unexpected::Unit => f.write_str("null"),
-            other => fmt::Display::fmt(&other, f),
+            U::Bool(b) => write!(f, "boolean `{b}`"),
+            U::Unsigned(n) => write!(f, "integer `{n}`"),
+            U::Signed(n) => write!(f, "integer `{n}`"),
+            U::Char(c) => write!(f, "character `{c}`"),
+            U::Str(s) => write!(f, "string {s:?}"),
+            U::Other(other) => f.write_str(other),
+            other => f.write_str(match other {
+                U::Float(_) => "floating point",
+                U::Bytes(_) => "byte array",
+                U::Unit => "null",
+                U::Option => "Option value",
+                U::NewtypeStruct => "newtype struct",
+                U::Seq => "sequence",
+                U::Map => "map",
+                U::Enum => "enum",
+                U::UnitVariant => "unit variant",
+                U::NewtypeVariant => "newtype variant",
+                U::TupleVariant => "tuple variant",
+                _ => "struct variant",
+            }),
         }
     }
 }
