@@ -1,4 +1,4 @@
-// Sema Edge operator console. Plain script, no build step, served from this origin only.
+// Sema Edge operator console. Plain script (the build only minifies it), served from this origin only.
 //
 // The bearer token lives in one variable of this closure: never in storage, a cookie or a URL.
 // Every API call sends it in the Authorization header with `cache: 'no-store'`; logging out drops

@@ -1,5 +1,5 @@
 //! `GET /console` and its two assets: the operator console, static files embedded at build time
-//! (`src/console/`), answered with the core's headers (`sema_core::console`: self-only CSP,
+//! (`src/console/`; the script and style sheet minified by `build.rs`), answered with the core's headers (`sema_core::console`: self-only CSP,
 //! `no-store`, `nosniff`, never framed). They carry no data; the page asks the API for everything
 //! with the token the operator pastes, which it keeps in memory only.
 
@@ -8,8 +8,8 @@ use sema_core::console::ConsoleAsset;
 use std::borrow::Cow;
 
 const PAGE: &str = include_str!("../console/index.html");
-const SCRIPT: &str = include_str!("../console/console.js");
-const STYLE: &str = include_str!("../console/console.css");
+const SCRIPT: &str = include_str!(concat!(env!("OUT_DIR"), "/console.js"));
+const STYLE: &str = include_str!(concat!(env!("OUT_DIR"), "/console.css"));
 
 pub fn serve(asset: ConsoleAsset) -> Outgoing {
     let body = match asset {

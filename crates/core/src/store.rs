@@ -114,6 +114,17 @@ fn corrupt(e: String) -> StoreError {
     StoreError::Corrupt(e)
 }
 
+/// Each of `rows` read by `read`, in order; the first that does not read answers. A loop over a
+/// function rather than an iterator `collect`ed into a `Result`, which compiled three functions
+/// per reading closure into the Worker.
+fn each_row<T>(rows: &[Row], read: fn(&Row) -> Result<T>) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(read(row)?);
+    }
+    Ok(out)
+}
+
 /// The holder of a session's claim as the database sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimHolder {
@@ -780,13 +791,8 @@ impl<E: Executor> SqlStore<E> {
 
 /// The `(session_id, task_id)` rows statement `i` read, sorted.
 fn pairs(out: &[Outcome], i: usize) -> Result<Vec<SessionTask>> {
-    let mut v = out
-        .get(i)
-        .map(|o| o.rows.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(session_task)
-        .collect::<Result<Vec<_>>>()?;
+    let rows = out.get(i).map(|o| o.rows.as_slice()).unwrap_or_default();
+    let mut v = each_row(rows, session_task)?;
     v.sort();
     Ok(v)
 }
@@ -1035,10 +1041,7 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
     ) -> Result<Vec<RunRow>> {
         let stmt = run_sql::list_runs(self.d(), scope, session_id, status, cursor, limit);
         let out = self.exec.run(&stmt).await?;
-        out.rows
-            .iter()
-            .map(|r| RunRow::from_row(r).map_err(corrupt))
-            .collect()
+        each_row(&out.rows, |r| RunRow::from_row(r).map_err(corrupt))
     }
 
     async fn list_sessions(
@@ -1051,7 +1054,7 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
             .exec
             .run(&run_sql::list_sessions(self.d(), scope, cursor, limit))
             .await?;
-        out.rows.iter().map(session_row).collect()
+        each_row(&out.rows, session_row)
     }
 
     async fn events_after(
@@ -1071,18 +1074,15 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
                 max_bytes,
             ))
             .await?;
-        out.rows
-            .iter()
-            .map(|r| {
-                read_row(r, |c| EventRow {
-                    seq: c.i64("seq"),
-                    kind: c.str("type"),
-                    data: c.str("data"),
-                    event_id: c.opt_str("event_id"),
-                    created_at: c.i64("created_at"),
-                })
+        each_row(&out.rows, |r| {
+            read_row(r, |c| EventRow {
+                seq: c.i64("seq"),
+                kind: c.str("type"),
+                data: c.str("data"),
+                event_id: c.opt_str("event_id"),
+                created_at: c.i64("created_at"),
             })
-            .collect()
+        })
     }
 }
 
@@ -1176,19 +1176,13 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
 impl<E: Executor> SqlStore<E> {
     /// The leasable runs a read of [`runner_sql`] returned.
     async fn leasables(&self, stmt: Stmt) -> Result<Vec<Leasable>> {
-        self.exec
-            .run(&stmt)
-            .await?
-            .rows
-            .iter()
-            .map(|r| {
-                read_row(r, |c| Leasable {
-                    task_id: c.str("task_id"),
-                    queue: c.str("queue"),
-                    created_at: c.i64("created_at"),
-                })
+        each_row(&self.exec.run(&stmt).await?.rows, |r| {
+            read_row(r, |c| Leasable {
+                task_id: c.str("task_id"),
+                queue: c.str("queue"),
+                created_at: c.i64("created_at"),
             })
-            .collect()
+        })
     }
 }
 
@@ -1436,13 +1430,7 @@ impl<E: Executor> GateStore for SqlStore<E> {
         limit: i64,
     ) -> Result<Vec<PendingGate>> {
         let stmt = gate_sql::list_pending(self.d(), scope, session_id, cursor, limit);
-        self.exec
-            .run(&stmt)
-            .await?
-            .rows
-            .iter()
-            .map(pending_gate_row)
-            .collect()
+        each_row(&self.exec.run(&stmt).await?.rows, pending_gate_row)
     }
 
     async fn request_cancel(&self, task_id: &str, owner: Option<&str>, now: i64) -> Result<bool> {
@@ -1545,17 +1533,14 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
             .exec
             .run(&claim_sql::recent_ticks(self.d(), limit))
             .await?;
-        out.rows
-            .iter()
-            .map(|r| {
-                read_row(r, |c| RecordedTick {
-                    tick_id: c.str("tick_id"),
-                    started_at: c.i64("started_at"),
-                    finished_at: c.i64("finished_at"),
-                    report_json: c.str("report"),
-                })
+        each_row(&out.rows, |r| {
+            read_row(r, |c| RecordedTick {
+                tick_id: c.str("tick_id"),
+                started_at: c.i64("started_at"),
+                finished_at: c.i64("finished_at"),
+                report_json: c.str("report"),
             })
-            .collect()
+        })
     }
 }
 
@@ -1695,10 +1680,7 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
             }
             None => (None, None),
         };
-        let children = rows(VIEW_CHILDREN)
-            .iter()
-            .map(leader_child)
-            .collect::<Result<_>>()?;
+        let children = each_row(rows(VIEW_CHILDREN), leader_child)?;
         Ok(Some(LeaderView {
             record,
             drive,
@@ -1715,13 +1697,14 @@ impl<E: Executor> LeaderDriveStore for SqlStore<E> {
     }
 
     async fn leader_children(&self, id: &str) -> Result<Vec<LeaderChild>> {
-        self.exec
-            .run(&leader_sql::select_children(self.d(), id))
-            .await?
-            .rows
-            .iter()
-            .map(leader_child)
-            .collect()
+        each_row(
+            &self
+                .exec
+                .run(&leader_sql::select_children(self.d(), id))
+                .await?
+                .rows,
+            leader_child,
+        )
     }
 
     async fn start_child(&self, id: &str, idx: usize, run: &NewRun<'_>) -> Result<StartChild> {
@@ -1797,23 +1780,20 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
         limit: i64,
     ) -> Result<Vec<LeaderRunRecord>> {
         let stmt = leader_sql::list(self.d(), scope, status, cursor, limit);
-        self.exec
-            .run(&stmt)
-            .await?
-            .rows
-            .iter()
-            .map(|r| LeaderRunRecord::from_row(r).map_err(corrupt))
-            .collect()
+        each_row(&self.exec.run(&stmt).await?.rows, |r| {
+            LeaderRunRecord::from_row(r).map_err(corrupt)
+        })
     }
 
     async fn running_leader_ids(&self, after: &str, limit: i64) -> Result<Vec<String>> {
-        self.exec
-            .run(&leader_sql::running_ids(self.d(), after, limit))
-            .await?
-            .rows
-            .iter()
-            .map(|r| get_str(r, "leader_run_id").map_err(corrupt))
-            .collect()
+        each_row(
+            &self
+                .exec
+                .run(&leader_sql::running_ids(self.d(), after, limit))
+                .await?
+                .rows,
+            |r| get_str(r, "leader_run_id").map_err(corrupt),
+        )
     }
 
     async fn finish_leader_run(
@@ -1842,13 +1822,11 @@ impl<E: Executor> LeaderRunStore for SqlStore<E> {
             stale_ms,
         );
         let out = self.exec.batch(&batch).await?;
-        let mut ids = out
+        let rows = out
             .get(leader_sql::REAP_READ)
             .map(|o| o.rows.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|r| get_str(r, "leader_run_id").map_err(corrupt))
-            .collect::<Result<Vec<_>>>()?;
+            .unwrap_or_default();
+        let mut ids = each_row(rows, |r| get_str(r, "leader_run_id").map_err(corrupt))?;
         ids.sort();
         Ok(ids)
     }
@@ -1932,7 +1910,7 @@ impl<E: Executor> SessionStore for SqlStore<E> {
             .exec
             .run(&session_sql::list_views(self.d(), scope, cursor, limit))
             .await?;
-        out.rows.iter().map(session_view_row).collect()
+        each_row(&out.rows, session_view_row)
     }
 
     async fn session_view(&self, session_id: &str) -> Result<Option<SessionView>> {
@@ -1998,16 +1976,12 @@ impl<E: Executor> SessionStore for SqlStore<E> {
             .exec
             .run(&session_sql::purge_candidates(self.d(), before, limit))
             .await?;
-        let candidates = candidates
-            .rows
-            .iter()
-            .map(|r| {
-                Ok((
-                    get_str(r, "task_id").map_err(corrupt)?,
-                    get_i64(r, "last_seq").map_err(corrupt)?,
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let candidates = each_row(&candidates.rows, |r| {
+            Ok((
+                get_str(r, "task_id").map_err(corrupt)?,
+                get_i64(r, "last_seq").map_err(corrupt)?,
+            ))
+        })?;
         let ids =
             crate::sessions::retention_page(candidates, crate::sessions::RETENTION_EVENTS_PER_TICK);
         if ids.is_empty() {

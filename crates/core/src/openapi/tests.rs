@@ -50,6 +50,22 @@ fn resolved<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
 }
 
 #[test]
+fn the_served_document_is_the_committed_one_without_the_whitespace_between_its_tokens() {
+    let committed = include_str!("../../openapi.json");
+    let (served, committed_tree): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(DOCUMENT).unwrap(),
+        serde_json::from_str(committed).unwrap(),
+    );
+    assert_eq!(served, committed_tree);
+    // A JSON string holds no raw control character, so none is left between tokens; and every
+    // byte dropped was whitespace.
+    assert!(!DOCUMENT.contains(['\n', '\t', '\r']));
+    let dropped = committed.len() - DOCUMENT.len();
+    let spaces = |t: &str| t.bytes().filter(|b| b.is_ascii_whitespace()).count();
+    assert_eq!(spaces(committed) - spaces(DOCUMENT), dropped);
+}
+
+#[test]
 fn every_documented_operation_is_routed_to_exactly_the_route_of_its_template() {
     let doc = doc();
     for ((method, path), _) in operations(&doc) {
