@@ -173,6 +173,12 @@ impl Map {
         self.0.insert(key, value)
     }
 
+    /// Sets `key` to `value`, dropping any value it had: what [`json!`](crate::json) writes for
+    /// each key, one call rather than a key's copy and a drop inlined at every key.
+    pub fn set(&mut self, key: &str, value: Value) {
+        self.0.insert(key.to_owned(), value);
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         self.0.remove(key)
     }
@@ -1406,19 +1412,19 @@ macro_rules! json {
 
     (@object $m:ident) => {};
     (@object $m:ident $k:tt : null $(, $($rest:tt)*)?) => {
-        $m.insert(::std::string::String::from($k), $crate::json_tree::Value::Null);
+        $m.set($k, $crate::json_tree::Value::Null);
         $crate::json!(@object $m $($($rest)*)?);
     };
     (@object $m:ident $k:tt : [$($inner:tt)*] $(, $($rest:tt)*)?) => {
-        $m.insert(::std::string::String::from($k), $crate::json!([$($inner)*]));
+        $m.set($k, $crate::json!([$($inner)*]));
         $crate::json!(@object $m $($($rest)*)?);
     };
     (@object $m:ident $k:tt : {$($inner:tt)*} $(, $($rest:tt)*)?) => {
-        $m.insert(::std::string::String::from($k), $crate::json!({$($inner)*}));
+        $m.set($k, $crate::json!({$($inner)*}));
         $crate::json!(@object $m $($($rest)*)?);
     };
     (@object $m:ident $k:tt : $e:expr $(, $($rest:tt)*)?) => {
-        $m.insert(::std::string::String::from($k), $crate::json!($e));
+        $m.set($k, $crate::json!($e));
         $crate::json!(@object $m $($($rest)*)?);
     };
 }
