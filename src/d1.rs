@@ -137,7 +137,7 @@ fn rejected(e: JsValue) -> DbError {
                 .map_or_else(|| "unknown error".to_owned(), |c| String::from(c.message()));
             format!("{} {cause}", String::from(err.message()))
         }
-        None => e.as_string().unwrap_or_else(|| format!("{e:?}")),
+        None => crate::failure::js_text(&e),
     };
     classify_sqlite_error(&text)
 }

@@ -33,7 +33,7 @@
 
 use crate::{
     cx::Cx,
-    failure::Failure,
+    failure::{js_text, Failure},
     object_storage::{self, Durability, ObjectStorage},
     platform,
 };
@@ -702,7 +702,7 @@ impl DispatchDo {
             dispatch::PING_FRAME,
             dispatch::PONG_FRAME,
         )
-        .map_err(|e| Failure::Infra(format!("keepalive pair: {e:?}")))?;
+        .map_err(|e| Failure::Infra(format!("keepalive pair: {}", js_text(&e))))?;
         self.state.set_websocket_auto_response(&keepalive);
         self.state.accept_web_socket(&pair.server);
         let key = sema_core::hex::encode(&platform::random::<12>()?);

@@ -74,3 +74,15 @@ impl From<sema_core::json::Error> for Failure {
         Self::Infra(format!("json: {e}"))
     }
 }
+
+/// A value the runtime threw or rejected with, in words: an error's message, a string as it is,
+/// else its JSON text (the Worker is built with `Debug` writing nothing: `scripts/build`).
+pub fn js_text(e: &wasm_bindgen::JsValue) -> String {
+    use wasm_bindgen::JsCast;
+    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
+        return String::from(err.message());
+    }
+    e.as_string()
+        .or_else(|| js_sys::JSON::stringify(e).ok()?.as_string())
+        .unwrap_or_else(|| "a value without text".to_owned())
+}

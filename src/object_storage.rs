@@ -5,8 +5,8 @@
 //! serde-wasm-bindgen, which linked that crate, its string cache and float formatting into the
 //! module for these few calls ("Size and start").
 
-use crate::failure::Failure;
-use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
+use crate::failure::{js_text, Failure};
+use wasm_bindgen::{prelude::wasm_bindgen, JsValue};
 use worker::{wasm_bindgen_futures::JsFuture, worker_sys::DurableObjectStorage, State, WebSocket};
 
 #[wasm_bindgen(inline_js = "export function storage_get(s, key) {
@@ -99,14 +99,6 @@ async fn settle(promise: Result<js_sys::Promise, JsValue>, what: &str) -> Result
         Err(e) => Err(e),
     };
     awaited.map_err(|e| Failure::Infra(format!("{what}: {}", js_text(&e))))
-}
-
-/// A thrown value in words: an error's message, a string as is.
-fn js_text(e: &JsValue) -> String {
-    match e.dyn_ref::<js_sys::Error>() {
-        Some(err) => String::from(err.message()),
-        None => e.as_string().unwrap_or_else(|| format!("{e:?}")),
-    }
 }
 
 /// Keeps `text` on `ws` (it survives hibernation).

@@ -28,7 +28,8 @@ impl Backend {
             "" | "d1" => Ok(Self::D1),
             "postgres" => Ok(Self::Postgres),
             other => Err(worker::Error::RustError(format!(
-                "STORE_BACKEND {other:?}: expected \"d1\" or \"postgres\""
+                "STORE_BACKEND {}: expected \"d1\" or \"postgres\"",
+                sema_core::json::Quoted(other)
             ))),
         }
     }

@@ -8,7 +8,7 @@
 //! else — no table, an empty one, `{}`, one that does not parse, an unknown `SEMA_AUTH` — is a closed
 //! deployment: every route but `/health` answers 503 saying what to configure.
 
-use crate::{error::ApiError, text_map::TextMap};
+use crate::{error::ApiError, json::Quoted, text_map::TextMap};
 use serde::{Deserialize, Serialize};
 
 /// Longest principal accepted (the width of the `owner` columns).
@@ -159,8 +159,8 @@ impl TokenTable {
             }
             if !valid_principal(&entry.principal) {
                 return Err(format!(
-                    "SEMA_TOKENS principal {:?} is not valid",
-                    entry.principal
+                    "SEMA_TOKENS principal {} is not valid",
+                    Quoted(&entry.principal)
                 ));
             }
             entries.insert(hash, entry);
@@ -229,7 +229,10 @@ impl Auth {
             (_, Some(Ok(table))) if !table.is_empty() => Self::Tokens(table),
             (Some("local"), _) => Self::Local,
             (Some(other), _) if !other.is_empty() => Self::Closed {
-                reason: format!("SEMA_AUTH is {other:?}; the only mode it names is \"local\""),
+                reason: format!(
+                    "SEMA_AUTH is {}; the only mode it names is \"local\"",
+                    Quoted(other)
+                ),
             },
             (_, Some(Err(e))) => Self::Closed { reason: e },
             (_, Some(Ok(_))) => Self::Closed {

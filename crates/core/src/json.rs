@@ -17,7 +17,7 @@
 //! own, an array path and a second, owned, copy of each); the derived readers were about 14 KB of
 //! the gzipped module.
 
-pub use crate::json_tree::{parse, Error, Map, Number, ToTree, Value};
+pub use crate::json_tree::{parse, Error, Map, Number, Quoted, ToTree, Value};
 pub use crate::json_write::{to_text, to_value};
 use serde::de::{
     value::BorrowedStrDeserializer, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess,

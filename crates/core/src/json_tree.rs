@@ -15,7 +15,7 @@
 //! Nesting deeper than 127 arrays and objects is refused, as serde_json refuses it.
 
 use crate::text_map::TextMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// A JSON value.
 #[derive(Clone, PartialEq, Default)]
@@ -917,7 +917,7 @@ impl fmt::Display for InJson<'_> {
             U::Unsigned(n) => write!(f, "integer `{n}`"),
             U::Signed(n) => write!(f, "integer `{n}`"),
             U::Char(c) => write!(f, "character `{c}`"),
-            U::Str(s) => write!(f, "string {s:?}"),
+            U::Str(s) => write!(f, "string {}", Quoted(s)),
             U::Other(other) => f.write_str(other),
             other => f.write_str(match other {
                 U::Float(_) => "floating point",
@@ -934,6 +934,32 @@ impl fmt::Display for InJson<'_> {
                 _ => "struct variant",
             }),
         }
+    }
+}
+
+/// Text in double quotes, escaped as Rust's `Debug` escapes a string for the characters it meets
+/// here: quote, backslash, the named escapes and every control character (`\u{1b}`); others are
+/// written as they are, where `Debug` would also escape the few that are not printable (format
+/// characters, unassigned code points) or that extend a grapheme. The Worker is built with `Debug`
+/// writing nothing (`scripts/build`), so every text it says or logs quotes with this.
+pub struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_char('"')?;
+        for c in self.0.chars() {
+            match c {
+                '"' => f.write_str("\\\"")?,
+                '\\' => f.write_str("\\\\")?,
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                '\0' => f.write_str("\\0")?,
+                c if c.is_control() => write!(f, "\\u{{{:x}}}", c as u32)?,
+                c => f.write_char(c)?,
+            }
+        }
+        f.write_char('"')
     }
 }
 

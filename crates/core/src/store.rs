@@ -33,6 +33,7 @@
 use crate::{
     gate::{self, CheckpointStatus, DecidePath, Decided, Decision, GateSeen},
     idempotency::IdempotencyBinding,
+    json::Quoted,
     leader::{self, LeaderFinish, LeaderRunRecord},
     leader_drive::{ChildState, Drive, ReportStatus},
     run::RunRow,
@@ -910,7 +911,7 @@ fn seen_gate(row: &Row) -> Result<SeenGate> {
     };
     c.done().map_err(corrupt)?;
     if parsed.is_none() {
-        return Err(corrupt(format!("checkpoint status {status:?}")));
+        return Err(corrupt(format!("checkpoint status {}", Quoted(&status))));
     }
     Ok(v)
 }
@@ -1598,10 +1599,15 @@ fn leader_child(row: &Row) -> Result<LeaderChild> {
                 report: ReportStatus::ALL
                     .into_iter()
                     .find(|r| Some(r.as_str()) == report.as_deref())
-                    .ok_or_else(|| corrupt(format!("leader_child skip_report {report:?}")))?,
+                    .ok_or_else(|| {
+                        let report = report
+                            .as_deref()
+                            .map_or("null".into(), |r| Quoted(r).to_string());
+                        corrupt(format!("leader_child skip_report {report}"))
+                    })?,
             }
         }
-        (other, _) => return Err(corrupt(format!("leader_child state {other:?}"))),
+        (other, _) => return Err(corrupt(format!("leader_child state {}", Quoted(other)))),
     };
     Ok(LeaderChild {
         index: usize::try_from(index).map_err(|_| corrupt(format!("leader_child idx {index}")))?,

@@ -22,7 +22,7 @@ pub mod run_sql;
 pub mod runner_sql;
 pub mod session_sql;
 
-use crate::json::{JsonText, Map, Value};
+use crate::json::{JsonText, Map, Quoted, Value};
 use std::borrow::Cow;
 
 /// The SQL dialects the store runs on.
@@ -544,7 +544,7 @@ pub fn get_i64(row: &Row, col: &str) -> Result<i64, String> {
             .ok_or_else(|| format!("column {col}: {n} is not an integer")),
         Some(Value::String(s)) => s
             .parse()
-            .map_err(|_| format!("column {col}: {s:?} is not an integer")),
+            .map_err(|_| format!("column {col}: {} is not an integer", Quoted(s))),
         Some(other) => Err(format!(
             "column {col}: expected an integer, got {}",
             other.json_text()
