@@ -228,6 +228,28 @@ pub fn unit_variant(v: &Value, variants: &'static [&'static str]) -> Result<usiz
     }
 }
 
+/// The loop of every struct's reader ([`tree_struct!`](crate::tree_struct)): the entries of the
+/// object `v` in order, each key looked up in `names` and its value handed to `field` with the
+/// key's place there; a key `names` lacks is refused where it stands when `strict` (serde's
+/// `deny_unknown_fields`), else skipped. The first misfit answers, as in serde's derived reader.
+/// One loop for all types: a loop with a match of its own per type was most of each reader.
+pub fn read_fields(
+    v: &Value,
+    what: &'static str,
+    names: &'static [&'static str],
+    strict: bool,
+    field: &mut dyn FnMut(usize, &Value) -> Result<(), Error>,
+) -> Result<(), Error> {
+    for (key, value) in object(v, what)? {
+        match names.iter().position(|n| *n == key.as_str()) {
+            Some(at) => field(at, value)?,
+            None if strict => return Err(unknown_field(key, names)),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
 /// [`FromTree`] for a struct: its fields in declaration order, each with the name it has in JSON,
 /// and what an absent one reads as (`= default`: `Default::default()`; `= (expr)`: the value of
 /// `expr`; else [`FromTree::missing`]), then after `;` the fields serde skips (their default).
@@ -239,26 +261,31 @@ macro_rules! tree_struct {
     (@absent $name:literal) => { $crate::json::FromTree::missing($name)? };
     (@absent $name:literal default) => { ::core::default::Default::default() };
     (@absent $name:literal ($e:expr)) => { $e };
-    (@unknown strict, $key:expr, $fields:expr) => {
-        return Err($crate::json::unknown_field($key, $fields))
-    };
-    (@unknown lenient, $key:expr, $fields:expr) => { {} };
+    (@strict strict) => { true };
+    (@strict lenient) => { false };
     ($ty:ident $mode:ident {
         $( $field:ident : $name:literal $( = $absent:tt )? ),* $(,)?
         $( ; $( $skip:ident ),* )?
     }) => {
         impl $crate::json::FromTree for $ty {
             fn from_tree(v: &$crate::json::Value) -> Result<Self, $crate::json::Error> {
-                #[allow(dead_code)] // read by a strict struct only
                 const FIELDS: &[&str] = &[$($name),*];
-                let entries = $crate::json::object(v, concat!("struct ", stringify!($ty)))?;
+                /// Each field's place in `FIELDS`.
+                #[allow(non_camel_case_types)]
+                enum At { $( $field, )* }
                 $( let mut $field = None; )*
-                for (key, value) in entries {
-                    match key.as_str() {
-                        $( $name => $field = Some($crate::json::FromTree::from_tree(value)?), )*
-                        _ => $crate::tree_struct!(@unknown $mode, key, FIELDS),
-                    }
-                }
+                $crate::json::read_fields(
+                    v,
+                    concat!("struct ", stringify!($ty)),
+                    FIELDS,
+                    $crate::tree_struct!(@strict $mode),
+                    &mut |at, value| {
+                        $( if at == At::$field as usize {
+                            $field = Some($crate::json::FromTree::from_tree(value)?);
+                        } )*
+                        Ok(())
+                    },
+                )?;
                 Ok(Self {
                     $( $field: match $field {
                         Some(v) => v,
