@@ -22,8 +22,9 @@ impl SessionDo {
     }
 
     /// [`SessionDo::arm_alarm`] right after D1 committed the claim it watches, unconfirmed (D1 is
-    /// the record, as for [`SessionDo::save_after_d1`]): a crash that loses it loses the memory too, and the next instance
-    /// confirms its claim against D1; the cron's reaper is the backstop meanwhile.
+    /// the record, as for [`SessionDo::save_after_d1`]): a crash that loses it loses the memory
+    /// too, and the next instance confirms its claim against D1; the cron's reaper is the
+    /// backstop meanwhile.
     pub(super) async fn arm_alarm_after_d1(&self) -> Result<(), Failure> {
         self.arm_alarm_with(Durability::Unconfirmed).await
     }

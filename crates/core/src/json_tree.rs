@@ -904,9 +904,10 @@ impl serde::de::Error for Error {
 }
 
 /// What serde calls a value, in serde's words but for its unit value, which is JSON's `null` (as
-/// serde_json says). A float is named without its digits: the program's readers never meet one as
-/// a float (a number that is not an integer stays text and is named as written, `json::invalid_type`),
-/// and serde's digits would link the float formatter into the Worker ("Size and start").
+/// serde_json says). A float is named without its digits: the program's readers never meet one
+/// as a float (a number that is not an integer stays text and is named as written:
+/// `json::invalid_type`), and serde's digits would link the float formatter into the Worker
+/// ("Size and start").
 struct InJson<'a>(serde::de::Unexpected<'a>);
 
 impl fmt::Display for InJson<'_> {

@@ -307,3 +307,27 @@ fn a_number_a_float_cannot_hold_is_refused_as_serde_json_refuses_it() {
         "a tiny number is taken as written"
     );
 }
+
+#[test]
+fn quoted_text_is_escaped_as_debug_escapes_quotes_backslashes_and_control_characters() {
+    let texts = [
+        "",
+        "plain words",
+        "a \"quoted\" word",
+        "back\\slash",
+        "line\nfeed, return\r, tab\t, nul\0",
+        "escape \u{1b}, delete \u{7f}, next line \u{85}, \u{9f}",
+        "accents é, wide 日本, emoji 🦀",
+    ];
+    for text in texts {
+        assert_eq!(Quoted(text).to_string(), format!("{text:?}"), "{text}");
+    }
+    // Where it parts from `Debug`, on purpose: a format character and a combining mark are
+    // written as they are (`Debug` escapes both, with Unicode tables the Worker would carry).
+    assert_eq!(
+        Quoted("zero\u{200b}width").to_string(),
+        "\"zero\u{200b}width\""
+    );
+    assert_eq!(Quoted("e\u{301}").to_string(), "\"e\u{301}\"");
+    assert_ne!(format!("{:?}", "e\u{301}"), "\"e\u{301}\"");
+}
