@@ -39,7 +39,11 @@ impl From<ApiError> for Failure {
 
 impl From<worker::Error> for Failure {
     fn from(e: worker::Error) -> Self {
-        Self::Infra(format!("runtime: {e}"))
+        match e {
+            // worker says this one with `Debug`, which writes nothing in the Worker's build.
+            worker::Error::Internal(v) => Self::Infra(format!("runtime: {}", js_text(&v))),
+            e => Self::Infra(format!("runtime: {e}")),
+        }
     }
 }
 
@@ -75,12 +79,16 @@ impl From<sema_core::json::Error> for Failure {
     }
 }
 
-/// A value the runtime threw or rejected with, in words: an error's message, a string as it is,
-/// else its JSON text (the Worker is built with `Debug` writing nothing: `scripts/build`).
+/// A value the runtime threw or rejected with, in words: an error's name and message, a string as
+/// it is, else its JSON text (the Worker is built with `Debug` writing nothing: `scripts/build`).
 pub fn js_text(e: &wasm_bindgen::JsValue) -> String {
     use wasm_bindgen::JsCast;
     if let Some(err) = e.dyn_ref::<js_sys::Error>() {
-        return String::from(err.message());
+        return format!(
+            "{}: {}",
+            String::from(err.name()),
+            String::from(err.message())
+        );
     }
     e.as_string()
         .or_else(|| js_sys::JSON::stringify(e).ok()?.as_string())

@@ -44,7 +44,11 @@ pub use parts::{FloorDo, FloorQueue};
 
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    parts::route(req, env)
-        .await
-        .or_else(|e| parts::text(500, &format!("{e:?}")))
+    parts::route(req, env).await.or_else(|e| {
+        parts::text(
+            500,
+            &e.as_string()
+                .unwrap_or_else(|| "a failure without text".into()),
+        )
+    })
 }

@@ -452,8 +452,12 @@ impl crate::object_codec::Codec for ApiError {
 impl<'de> Deserialize<'de> for ApiError {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = ApiErrorWire::deserialize(d)?;
-        let kind = ErrorCode::from_code(&w.code)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown error code {:?}", w.code)))?;
+        let kind = ErrorCode::from_code(&w.code).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown error code {}",
+                crate::json::Quoted(&w.code)
+            ))
+        })?;
         Ok(Self::of(kind, w.message, w.details))
     }
 }

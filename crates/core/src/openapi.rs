@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 document of the HTTP surface (`crates/core/openapi.json`, written by hand) and
 //! the readable page of its operations (`GET /docs`).
 //!
-//! The Worker serves [`DOCUMENT`] verbatim at `GET /openapi.json` and [`docs_page`] at `GET /docs`,
+//! The Worker serves [`DOCUMENT`] (the file, compact) at `GET /openapi.json` and [`docs_page`] at `GET /docs`,
 //! both public (like `/health`): the document describes the surface any caller meets, and holds no
 //! secret and nothing of any principal's. The tests below keep it honest: the route table and the
 //! document name the same operations with the same roles; every code of the error catalogue is in
