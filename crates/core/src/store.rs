@@ -885,6 +885,15 @@ fn read_row<'r, T>(row: &'r Row, f: impl FnOnce(&mut Cols<'r>) -> T) -> Result<T
     Cols::read(row, f).map_err(corrupt)
 }
 
+/// Each of `rows` read column by column by `read` ([`read_row`]), in order.
+fn read_rows<T>(rows: &[Row], read: for<'r> fn(&mut Cols<'r>) -> T) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(read_row(row, read)?);
+    }
+    Ok(out)
+}
+
 /// The latest gate in a decide attempt's scope, with what stays inside the store.
 struct SeenGate {
     seen: GateSeen,
@@ -1075,14 +1084,12 @@ impl<E: Executor> RunReadStore for SqlStore<E> {
                 max_bytes,
             ))
             .await?;
-        each_row(&out.rows, |r| {
-            read_row(r, |c| EventRow {
-                seq: c.i64("seq"),
-                kind: c.str("type"),
-                data: c.str("data"),
-                event_id: c.opt_str("event_id"),
-                created_at: c.i64("created_at"),
-            })
+        read_rows(&out.rows, |c| EventRow {
+            seq: c.i64("seq"),
+            kind: c.str("type"),
+            data: c.str("data"),
+            event_id: c.opt_str("event_id"),
+            created_at: c.i64("created_at"),
         })
     }
 }
@@ -1177,12 +1184,10 @@ impl<E: Executor> LedgerStore for SqlStore<E> {
 impl<E: Executor> SqlStore<E> {
     /// The leasable runs a read of [`runner_sql`] returned.
     async fn leasables(&self, stmt: Stmt) -> Result<Vec<Leasable>> {
-        each_row(&self.exec.run(&stmt).await?.rows, |r| {
-            read_row(r, |c| Leasable {
-                task_id: c.str("task_id"),
-                queue: c.str("queue"),
-                created_at: c.i64("created_at"),
-            })
+        read_rows(&self.exec.run(&stmt).await?.rows, |c| Leasable {
+            task_id: c.str("task_id"),
+            queue: c.str("queue"),
+            created_at: c.i64("created_at"),
         })
     }
 }
@@ -1534,13 +1539,11 @@ impl<E: Executor> ReaperStore for SqlStore<E> {
             .exec
             .run(&claim_sql::recent_ticks(self.d(), limit))
             .await?;
-        each_row(&out.rows, |r| {
-            read_row(r, |c| RecordedTick {
-                tick_id: c.str("tick_id"),
-                started_at: c.i64("started_at"),
-                finished_at: c.i64("finished_at"),
-                report_json: c.str("report"),
-            })
+        read_rows(&out.rows, |c| RecordedTick {
+            tick_id: c.str("tick_id"),
+            started_at: c.i64("started_at"),
+            finished_at: c.i64("finished_at"),
+            report_json: c.str("report"),
         })
     }
 }
