@@ -57,6 +57,13 @@ pub enum Durability {
     Unconfirmed,
 }
 
+impl Durability {
+    /// The runtime's `allowUnconfirmed` for this durability.
+    fn unconfirmed(self) -> bool {
+        matches!(self, Self::Unconfirmed)
+    }
+}
+
 /// An object's storage: string values under string keys, and its alarm.
 pub struct ObjectStorage(JsValue);
 
@@ -79,15 +86,14 @@ impl ObjectStorage {
 
     /// Writes `text` under `key`.
     pub async fn put(&self, key: &str, text: &str, durability: Durability) -> Result<(), Failure> {
-        let unconfirmed = matches!(durability, Durability::Unconfirmed);
-        settle(storage_put(&self.0, key, text, unconfirmed), "storage put").await?;
+        let put = storage_put(&self.0, key, text, durability.unconfirmed());
+        settle(put, "storage put").await?;
         Ok(())
     }
 
     /// Sets the alarm at `at_ms` (milliseconds since the epoch), replacing any set before.
     pub async fn set_alarm(&self, at_ms: i64, durability: Durability) -> Result<(), Failure> {
-        let unconfirmed = matches!(durability, Durability::Unconfirmed);
-        let promise = storage_set_alarm(&self.0, at_ms as f64, unconfirmed);
+        let promise = storage_set_alarm(&self.0, at_ms as f64, durability.unconfirmed());
         settle(promise, "setting the alarm").await?;
         Ok(())
     }
