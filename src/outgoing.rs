@@ -1,5 +1,5 @@
 //! The Worker's response, as handlers return it and as it is handed to the runtime. A response
-//! whose status, headers and body are known in full (every JSON answer, a page, a 204) is built by
+//! whose status, headers and body are known in full (every JSON answer, a 204) is built by
 //! the runtime in one crossing of the wasm boundary: the headers packed as one text, the body as
 //! bytes the runtime copies. worker's `Response` took a crossing per header, one for its headers
 //! object, and four more for its init and body. A response the runtime or an object built (a
@@ -55,18 +55,6 @@ impl Outgoing {
             headers: JSON_HEADERS.to_owned(),
             body: Cow::Owned(body),
         }
-    }
-
-    /// A 200 with a fixed body and `headers` (the public pages and the console's files).
-    pub fn page(body: Cow<'static, str>, headers: &[(&str, &str)]) -> Self {
-        let resp = Self::Fixed {
-            status: 200,
-            headers: String::new(),
-            body,
-        };
-        headers
-            .iter()
-            .fold(resp, |resp, (name, value)| resp.with_header(name, value))
     }
 
     /// A response of `status` with no body and no headers (a 204).
@@ -137,6 +125,15 @@ impl Outgoing {
             }
         }
     }
+}
+
+/// `headers` packed as [`Outgoing::Fixed`] holds them (`name\nvalue\n` per header).
+pub fn pack_headers(headers: &[(&str, &str)]) -> String {
+    let mut packed = String::new();
+    for (name, value) in headers {
+        push_header(&mut packed, name, value);
+    }
+    packed
 }
 
 /// Adds `name: value` to packed `headers` (`name\nvalue\n`); a value with a line break, which no

@@ -3,7 +3,6 @@
 
 mod admin;
 mod body;
-mod console;
 pub mod error;
 mod gates;
 mod leaders;
@@ -11,6 +10,7 @@ mod reply;
 mod runner;
 mod runs;
 mod sessions;
+mod static_files;
 mod stream_ticket;
 
 use crate::{cx::Cx, failure::Failure, incoming::Incoming, outgoing::Outgoing};
@@ -18,9 +18,9 @@ use error::{json, respond};
 use sema_core::{
     gate::DecidePath,
     route::{match_route, Access, Route},
+    static_file::StaticFile,
 };
 
-use std::borrow::Cow;
 use worker::{web_sys, Env};
 
 /// The response to `raw`, with the request's D1 meter line; an error only where the runtime
@@ -48,7 +48,7 @@ async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
     sema_core::headers::check_sizes(|name| req.header_len(name))?;
     let route = match_route(req.method(), req.path())?;
     if route.access() == Access::Public {
-        return Ok(public(&route));
+        return public(&route, cx).await;
     }
     // The one request authenticated otherwise: a run's event stream opened with a stream ticket
     // (a browser's EventSource sends no Authorization header). Only this route, only with `ticket=`.
@@ -62,7 +62,9 @@ async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
     route.access().check(&principal)?;
     let p = &principal;
     match route {
-        Route::Health | Route::OpenApi | Route::Docs | Route::Console(_) => Ok(public(&route)),
+        Route::Health | Route::OpenApi | Route::Docs | Route::Console(_) => {
+            public(&route, cx).await
+        }
         Route::StreamTicket(id) => stream_ticket::issue(cx, p, &id).await,
         Route::SubmitRun => runs::submit(req, cx, p).await,
         Route::ListRuns => runs::list(req, cx, p).await,
@@ -100,40 +102,11 @@ async fn dispatch(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
 }
 
 /// The public routes, answered before authentication (a closed deployment serves them too):
-/// `/health`, and the OpenAPI document and its page, the same for every caller (see
-/// `sema_core::openapi`).
-fn public(route: &Route) -> Outgoing {
-    use sema_core::openapi;
-    let fixed = |content_type: &str, body: Cow<'static, str>| {
-        Outgoing::page(
-            body,
-            &[
-                ("content-type", content_type),
-                ("cache-control", openapi::CACHE_CONTROL),
-                ("x-content-type-options", "nosniff"),
-            ],
-        )
-    };
-    match route {
-        Route::OpenApi => fixed(
-            "application/json; charset=utf-8",
-            Cow::Borrowed(openapi::DOCUMENT),
-        ),
-        Route::Docs => {
-            // Rendered once per isolate: the page is a function of the compiled-in document.
-            thread_local! {
-                static DOCS_PAGE: std::cell::OnceCell<String> = const { std::cell::OnceCell::new() };
-            }
-            let page = DOCS_PAGE.with(|p| {
-                p.get_or_init(|| openapi::docs_page(openapi::DOCUMENT))
-                    .clone()
-            });
-            fixed("text/html; charset=utf-8", Cow::Owned(page))
-                .with_header("content-security-policy", openapi::DOCS_CSP)
-                .with_header("referrer-policy", "no-referrer")
-        }
-        Route::Console(asset) => console::serve(*asset),
-        _ => health(),
+/// `/health`, and the static files, the same for every caller (`sema_core::static_file`).
+async fn public(route: &Route, cx: &Cx) -> Result<Outgoing, Failure> {
+    match StaticFile::of(route) {
+        Some(file) => static_files::serve(&cx.env, file).await,
+        None => Ok(health()),
     }
 }
 

@@ -101,7 +101,15 @@ impl Wrangler {
         let mut cmd = Command::new("npx");
         cmd.current_dir(root())
             .env("SEMA_SKIP_BUILD", "1")
-            .args(["wrangler", "dev", "--local", "--ip", "127.0.0.1", "--port"])
+            .args([
+                "wrangler",
+                "dev",
+                "-c",
+                "wrangler.toml",
+                "-c",
+                "static/wrangler.toml",
+            ])
+            .args(["--local", "--ip", "127.0.0.1", "--port"])
             .arg(port.to_string())
             .arg("--persist-to")
             .arg(state)

@@ -1,6 +1,6 @@
 //! The operator console's static assets: which paths serve which file, with which content type, and
-//! the headers every asset is answered with. The files live in `src/console/` and are embedded in
-//! the Worker; they hold no data (everything they show comes from the API with the operator's token,
+//! the headers every asset is answered with. The files live in `src/console/`; they are served as
+//! static files ([`crate::static_file`]), not from the Worker's module. They hold no data (everything they show comes from the API with the operator's token,
 //! kept in the page's memory), so they are served without authentication.
 
 /// One file of the console.
@@ -28,6 +28,15 @@ impl ConsoleAsset {
             ["console.js"] => Some(Self::Script),
             ["console.css"] => Some(Self::Style),
             _ => None,
+        }
+    }
+
+    /// The asset's file in the Worker's static files ([`crate::static_file`]).
+    pub fn file(self) -> &'static str {
+        match self {
+            Self::Page => "/console/index.html",
+            Self::Script => "/console/console.js",
+            Self::Style => "/console/console.css",
         }
     }
 

@@ -40,6 +40,7 @@ pub mod sessions;
 pub mod sql;
 pub mod sse;
 pub mod sse_subscriber;
+pub mod static_file;
 pub mod status;
 pub mod store;
 pub mod stream_ticket;

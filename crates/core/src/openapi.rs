@@ -1,8 +1,9 @@
 //! The OpenAPI 3.1 document of the HTTP surface (`crates/core/openapi.json`, written by hand) and
 //! the readable page of its operations (`GET /docs`).
 //!
-//! The Worker serves [`DOCUMENT`] (the file, compact) at `GET /openapi.json` and [`docs_page`] at `GET /docs`,
-//! both public (like `/health`): the document describes the surface any caller meets, and holds no
+//! The Worker answers `GET /openapi.json` with [`DOCUMENT`] (the file, compact) and `GET /docs` with
+//! [`docs_page`], both rendered at build time into static files (`sema-assets`; see
+//! [`crate::static_file`]), both public (like `/health`): the document describes the surface any caller meets, and holds no
 //! secret and nothing of any principal's. The tests below keep it honest: the route table and the
 //! document name the same operations with the same roles; every code of the error catalogue is in
 //! the `ErrorCode` schema with its status and each operation's error responses list only codes of
@@ -13,6 +14,12 @@
 /// The document as served: `crates/core/openapi.json` without the whitespace between its tokens
 /// (`build.rs`; the file stays indented for its readers).
 pub const DOCUMENT: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
+
+/// The served document's file in the Worker's static files ([`crate::static_file`]).
+pub const DOCUMENT_FILE: &str = "/openapi.json";
+
+/// The docs page's file in the Worker's static files.
+pub const DOCS_FILE: &str = "/docs.html";
 
 /// `Cache-Control` of `/openapi.json` and `/docs`: public and the same for every caller, but it
 /// changes with a deploy, so shared caches keep it only briefly.
