@@ -15,7 +15,10 @@ use worker::web_sys;
     inline_js = "export async function asset_response(env, file, headers) {
   if (!env.STATIC) throw new Error('this deployment has no STATIC binding');
   const a = await env.STATIC.fetch(new Request('https://assets.invalid' + file));
-  if (a.status !== 200) throw new Error('static file ' + file + ': status ' + a.status);
+  if (a.status !== 200) {
+    await a.body?.cancel();
+    throw new Error('static file ' + file + ': status ' + a.status);
+  }
   const h = new Headers();
   const p = headers.split('\\n');
   for (let i = 0; i + 1 < p.length; i += 2) h.append(p[i], p[i + 1]);

@@ -63,18 +63,34 @@ fn asset_name(asset: ConsoleAsset) -> &'static str {
     asset.file().rsplit('/').next().unwrap_or_default()
 }
 
+/// `target` afresh, whole: written beside it and renamed over it, so a static Worker serving the
+/// directory meanwhile (`scripts/dev` rebuilds while it runs) reads the old file or the new one.
 fn write(target: &Path, text: &str) -> Result<(), String> {
-    fs::write(target, text).map_err(|e| format!("{}: {e}", target.display()))
+    let fresh = fresh_path(target);
+    fs::write(&fresh, text).map_err(|e| format!("{}: {e}", fresh.display()))?;
+    replace(&fresh, target)
+}
+
+fn fresh_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(".fresh");
+    target.with_file_name(name)
+}
+
+fn replace(fresh: &Path, target: &Path) -> Result<(), String> {
+    fs::rename(fresh, target)
+        .map_err(|e| format!("{} → {}: {e}", fresh.display(), target.display()))
 }
 
 fn minify(esbuild: &Path, source: &Path, target: &Path) -> Result<(), String> {
+    let fresh = fresh_path(target);
     let status = Command::new(esbuild)
         .arg(source)
         .args(["--minify", "--log-level=warning"])
-        .arg(format!("--outfile={}", target.display()))
+        .arg(format!("--outfile={}", fresh.display()))
         .status();
     match status {
-        Ok(s) if s.success() => Ok(()),
+        Ok(s) if s.success() => replace(&fresh, target),
         other => Err(format!(
             "esbuild ({}) could not minify {}: {other:?}; run scripts/setup",
             esbuild.display(),
