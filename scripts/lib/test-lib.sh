@@ -136,6 +136,19 @@ schema_check() {
   [[ $(tail -n 1 <<<"$out") == 200 ]]
 }
 
+# static_files_missing URL: a Worker whose static Worker is missing answers each static route 500
+# with the error body (logged as what failed), and its other public route, /health, as before.
+static_files_missing() {
+  local url=$1 path out
+  for path in /openapi.json /docs /console /console/console.js /console/console.css; do
+    out=$(curl -sS -w '\n%{http_code}' "$url$path")
+    echo "$path: $out"
+    [[ $(tail -n 1 <<<"$out") == 500 ]] || return 1
+    grep -q '"errorCode":"internal"' <<<"$out" || return 1
+  done
+  [[ $(curl -sS -o /dev/null -w '%{http_code}' "$url/health") == 200 ]]
+}
+
 # uncaught WHAT LOG...: a failure named WHAT when any of the Workers' logs shows an uncaught error
 # or a panic (the lines after each are printed).
 uncaught() {
