@@ -15,6 +15,10 @@ use worker::{web_sys, Headers};
   const p = headers.split('\\n');
   for (let i = 0; i + 1 < p.length; i += 2) h.append(p[i], p[i + 1]);
   return new Response(body.length === 0 ? null : body.slice(), { status, headers: h });
+}
+export function streamed_response(body, headers) {
+  const unpacked = fixed_response(200, new Uint8Array(0), headers).headers;
+  return new Response(body, { status: 200, headers: unpacked });
 }")]
 extern "C" {
     /// A response of `status` with `body` (copied; none when empty) and `headers` (`name\nvalue\n`
@@ -25,6 +29,11 @@ extern "C" {
         body: &[u8],
         headers: &str,
     ) -> Result<web_sys::Response, JsValue>;
+
+    /// A 200 passing `body` (a stream) on, with `headers` unpacked as [`fixed_response`] unpacks
+    /// them.
+    #[wasm_bindgen(catch)]
+    fn streamed_response(body: &JsValue, headers: &str) -> Result<web_sys::Response, JsValue>;
 }
 
 const JSON_HEADERS: &str =
@@ -55,6 +64,16 @@ impl Outgoing {
             headers: JSON_HEADERS.to_owned(),
             body: Cow::Owned(body),
         }
+    }
+
+    /// A 200 passing `body`, a stream the runtime gave us (a static file's), on with `headers`.
+    /// Fails only if the runtime refuses a header (none of ours).
+    pub fn streamed(body: &JsValue, headers: &[(&str, &str)]) -> Result<Self, JsValue> {
+        let mut packed = String::new();
+        for (name, value) in headers {
+            push_header(&mut packed, name, value);
+        }
+        Ok(Self::Built(streamed_response(body, &packed)?.into()))
     }
 
     /// A response of `status` with no body and no headers (a 204).
@@ -125,15 +144,6 @@ impl Outgoing {
             }
         }
     }
-}
-
-/// `headers` packed as [`Outgoing::Fixed`] holds them (`name\nvalue\n` per header).
-pub fn pack_headers(headers: &[(&str, &str)]) -> String {
-    let mut packed = String::new();
-    for (name, value) in headers {
-        push_header(&mut packed, name, value);
-    }
-    packed
 }
 
 /// Adds `name: value` to packed `headers` (`name\nvalue\n`); a value with a line break, which no

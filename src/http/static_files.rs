@@ -7,41 +7,32 @@
 
 use crate::{failure::Failure, outgoing::Outgoing};
 use sema_core::static_file::StaticFile;
-use wasm_bindgen::{prelude::wasm_bindgen, JsCast, JsValue};
+use wasm_bindgen::{prelude::wasm_bindgen, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use worker::web_sys;
 
-#[wasm_bindgen(
-    inline_js = "export async function asset_response(env, file, headers) {
+#[wasm_bindgen(inline_js = "export async function asset_body(env, file) {
   if (!env.STATIC) throw new Error('this deployment has no STATIC binding');
   const a = await env.STATIC.fetch(new Request('https://assets.invalid' + file));
   if (a.status !== 200) {
     await a.body?.cancel();
     throw new Error('static file ' + file + ': status ' + a.status);
   }
-  const h = new Headers();
-  const p = headers.split('\\n');
-  for (let i = 0; i + 1 < p.length; i += 2) h.append(p[i], p[i + 1]);
-  return new Response(a.body, { status: 200, headers: h });
-}"
-)]
+  return a.body;
+}")]
 extern "C" {
-    /// A 200 with the body of `file` from the `STATIC` binding and `headers` (`name\nvalue\n` per
-    /// header); rejects if the binding or the file is missing (a deployment built without them).
+    /// The body of `file` from the `STATIC` binding, as a stream; rejects if the binding or the
+    /// file is missing (a deployment built without them).
     #[wasm_bindgen(catch)]
-    fn asset_response(env: &JsValue, file: &str, headers: &str)
-        -> Result<js_sys::Promise, JsValue>;
+    fn asset_body(env: &JsValue, file: &str) -> Result<js_sys::Promise, JsValue>;
 }
 
 /// `file` answered with its headers. Fails (a 500: the deployment, not the caller, is at fault)
 /// only where the deployment lacks its static files.
 pub async fn serve(env: &worker::Env, file: StaticFile) -> Result<Outgoing, Failure> {
-    let headers = crate::outgoing::pack_headers(&file.headers);
     let failed =
         |e: JsValue| Failure::Infra(format!("{}: {}", file.file, crate::failure::js_text(&e)));
-    let promise = asset_response(env.as_ref(), file.file, &headers).map_err(failed)?;
-    let resp = JsFuture::from(promise).await.map_err(failed)?;
-    Ok(Outgoing::from(worker::Response::from(
-        resp.unchecked_into::<web_sys::Response>(),
-    )))
+    let body = JsFuture::from(asset_body(env.as_ref(), file.file).map_err(failed)?)
+        .await
+        .map_err(failed)?;
+    Outgoing::streamed(&body, &file.headers).map_err(failed)
 }
