@@ -5,7 +5,7 @@
 //! wins) and end it; dead (ended elsewhere) → end it. So a silent runner is reaped on time between
 //! cron ticks; the cron is the backstop for objects that were never told.
 
-use super::SessionDo;
+use super::{admission::recheck_at, SessionDo};
 use crate::{cx::Cx, failure::Failure, object_storage::Durability, platform};
 use sema_core::{
     liveness::{Verdict, STALLED_CODE, STALLED_ERROR},
@@ -86,10 +86,10 @@ impl SessionDo {
             .judge_holder(&cx, &session_id, row.as_ref(), now)
             .await?;
         match (verdict, row) {
-            (Verdict::Live { deadline }, row) => {
+            (Verdict::Live { deadline }, _) => {
                 let mut state = self.load().await?;
                 if let Some(c) = state.claim.as_mut() {
-                    c.recheck_at = staleness.recheck_at(row.as_ref(), deadline, now);
+                    c.recheck_at = recheck_at(now, deadline, staleness.held_ms);
                     c.gate_kind = gate_kind;
                 }
                 self.save(state).await?;
