@@ -36,6 +36,7 @@ use crate::{
     failure::{js_text, Failure},
     object_storage::{self, Durability, ObjectStorage},
     platform,
+    session_do::client,
 };
 use futures_channel::oneshot;
 use sema_core::{
@@ -543,6 +544,7 @@ impl DispatchDo {
         };
         let frame = dispatch::lease_frame(&lease);
         if !gone && ws.send_with_str(&frame).is_ok() {
+            self.tell_if_waited(&lease, now);
             self.follow(&task_id, note.runner_id, lease.lease_epoch, now)
                 .await;
             return true;
@@ -580,6 +582,7 @@ impl DispatchDo {
             runner_id, tx, own, ..
         } = poll;
         if tx.send(dispatch::lease_body(&lease)).is_ok() {
+            self.tell_if_waited(&lease, now);
             self.follow(&task_id, runner_id, lease.lease_epoch, now)
                 .await;
             return true;
@@ -588,6 +591,20 @@ impl DispatchDo {
         self.give_back(&own, ready, &runner_id, lease.lease_epoch, now)
             .await;
         false
+    }
+
+    /// Tells the session's object of a lease handed over whose run waited longer than one cutoff
+    /// (`SessionCall::Leased`: its looks may have backed off meanwhile), after the hand-over and
+    /// without holding up this object.
+    fn tell_if_waited(&self, lease: &sema_core::store::Lease, now: i64) {
+        if !client::lease_to_tell(&self.env, lease, now) {
+            return;
+        }
+        let env = self.env.clone();
+        let (session, task) = (lease.session_id.clone(), lease.task_id.clone());
+        self.state.wait_until(async move {
+            client::tell_leased(&Cx::new(env), &session, &task).await;
+        });
     }
 
     /// A lease write that did not win: lost (`failure` is `None`: another path leased or ended the

@@ -35,10 +35,16 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
             .store()?
             .lease(&r.runner_id, &r.queue, platform::now_ms(), LEASE_CANDIDATES)
             .await?;
-        return Ok(match lease {
-            Some(l) => json(200, dispatch::lease_body(&l)),
-            None => Outgoing::empty(204),
-        });
+        let Some(l) = lease else {
+            return Ok(Outgoing::empty(204));
+        };
+        if client::lease_to_tell(&cx.env, &l, platform::now_ms()) {
+            let later = Cx::new(cx.env.clone());
+            let (session, task) = (l.session_id.clone(), l.task_id.clone());
+            cx.after_response(async move { client::tell_leased(&later, &session, &task).await })
+                .await;
+        }
+        return Ok(json(200, dispatch::lease_body(&l)));
     }
     // The dispatcher writes the lease for this request and answers its wait with it; a lost
     // compare-and-set keeps the runner in line there, so one call covers the whole wait.

@@ -214,8 +214,8 @@ impl SessionDo {
         claim.gate_kind = gate_kind;
         match (verdict, row) {
             (Verdict::Live { deadline }, Some(row)) => {
+                claim.recheck_at = staleness.recheck_at(Some(&row), deadline, now);
                 claim.status = row.status;
-                claim.recheck_at = recheck_at(now, deadline, staleness.held_ms);
                 let conflict = admission::conflict_for(&input.session_id, &claim);
                 state.owner = Some(SessionOwner {
                     id: input.owner.clone(),
@@ -461,11 +461,4 @@ impl SessionDo {
         self.announce(&pending.input, pending.at);
         Ok(())
     }
-}
-
-/// When to look at a live holder again: its stale deadline, but no later than one held-run cutoff
-/// from now (a queued run may be leased, and its runner may die, long before its queue deadline).
-pub(super) fn recheck_at(now: i64, deadline: Option<i64>, held_ms: i64) -> i64 {
-    let cap = now.saturating_add(held_ms);
-    deadline.map_or(cap, |d| d.min(cap))
 }

@@ -1,14 +1,18 @@
 //! The object's alarm: while its session holds a claim, the object keeps an alarm at the claim's
-//! recheck time (the holder's stale deadline, capped at one held-run cutoff). On the alarm it judges
-//! the holder from its row, as admission would: live → re-arm; stale → fail it with `run.stalled`
-//! guarded on the row as read (the same outcome as the cron's reaper; a heartbeat that lands first
-//! wins) and end it; dead (ended elsewhere) → end it. So a silent runner is reaped on time between
-//! cron ticks; the cron is the backstop for objects that were never told.
+//! recheck time (the holder's stale deadline, capped at one held-run cutoff; for a run still waiting
+//! for a runner, at as long again as it has waited, up to four cutoffs: `Staleness::recheck_at`).
+//! On the alarm it judges the holder from its row, as admission would: live → re-arm; stale → fail
+//! it with `run.stalled` guarded on the row as read (the same outcome as the cron's reaper; a
+//! heartbeat that lands first wins) and end it; dead (ended elsewhere) → end it. A run leased after
+//! waiting longer than a cutoff is told here (`leased`), so its next look comes within one cutoff
+//! again. So a silent runner is reaped on time between cron ticks; the cron is the backstop for
+//! objects that were never told.
 
-use super::{admission::recheck_at, SessionDo};
+use super::SessionDo;
 use crate::{cx::Cx, failure::Failure, object_storage::Durability, platform};
 use sema_core::{
     liveness::{Verdict, STALLED_CODE, STALLED_ERROR},
+    session_protocol::SessionReply,
     store::{GuardedFail, LedgerStore, RunReadStore, RunSnapshot},
 };
 
@@ -63,6 +67,24 @@ impl SessionDo {
         Ok(())
     }
 
+    /// `task_id` was leased after waiting longer than one cutoff (`SessionCall::Leased`): if it
+    /// holds the claim, its next look comes within one cutoff, so a runner silent from its lease on
+    /// is reaped at its stale deadline, however far the queued run's looks had backed off.
+    pub(super) async fn leased(&self, task_id: &str) -> Result<SessionReply, Failure> {
+        let mut state = self.load().await?;
+        let soon = platform::now_ms().saturating_add(self.staleness.held_ms);
+        if let Some(c) = state.claim.as_mut().filter(|c| c.task_id == task_id) {
+            if c.recheck_at > soon {
+                c.recheck_at = soon;
+                self.save(state).await?;
+                self.arm_alarm().await?;
+            }
+        }
+        Ok(SessionReply::Noted {
+            claim_released: false,
+        })
+    }
+
     /// The alarm fired: judge the claim's holder and act (under the lock, like any claim change).
     pub(super) async fn on_alarm(&self) -> Result<(), Failure> {
         // No alarm is pending once it fires (until one is set again below).
@@ -86,10 +108,10 @@ impl SessionDo {
             .judge_holder(&cx, &session_id, row.as_ref(), now)
             .await?;
         match (verdict, row) {
-            (Verdict::Live { deadline }, _) => {
+            (Verdict::Live { deadline }, row) => {
                 let mut state = self.load().await?;
                 if let Some(c) = state.claim.as_mut() {
-                    c.recheck_at = recheck_at(now, deadline, staleness.held_ms);
+                    c.recheck_at = staleness.recheck_at(row.as_ref(), deadline, now);
                     c.gate_kind = gate_kind;
                 }
                 self.save(state).await?;

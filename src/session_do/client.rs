@@ -50,3 +50,24 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
     }
     Ok(Answer::Stream(resp))
 }
+
+/// Whether the session's object of `lease`, written at `now`, must be told of it: its run waited
+/// longer than one cutoff, so the object's looks may have backed off meanwhile
+/// (`liveness::Staleness::lease_told`).
+pub fn lease_to_tell(env: &worker::Env, lease: &sema_core::store::Lease, now: i64) -> bool {
+    crate::config::settings(env)
+        .staleness
+        .lease_told(lease.created_at, now)
+}
+
+/// Tells the object of `session_id` that `task_id` was leased (`SessionCall::Leased`), after the
+/// lease was handed over. A failure is logged: the cron's reapers are the backstop for a runner
+/// that goes silent.
+pub async fn tell_leased(cx: &Cx, session_id: &str, task_id: &str) {
+    let notice = SessionCall::Leased {
+        task_id: task_id.to_owned(),
+    };
+    if let Err(f) = call(cx, session_id, &notice).await {
+        worker::console_error!("lease notice for {task_id}: {f}");
+    }
+}

@@ -222,6 +222,7 @@ impl SessionDo {
             SessionCall::RunEnded { task_id } => SessionReply::Noted {
                 claim_released: self.reaped(cx, &task_id).await?,
             },
+            SessionCall::Leased { task_id } => self.leased(&task_id).await?,
             SessionCall::Park { task_id, park } => self.park(cx, &task_id, park).await?,
             SessionCall::Decide { decide, wake } => self.decide(cx, decide, wake).await?,
             SessionCall::StartChild {

@@ -6,7 +6,9 @@
 //! - `interleavings.rs`: randomized trials of concurrent submit / cancel / lease / append / park /
 //!   decide / finish / reap on a few sessions each, every trial checked against the single-active
 //!   and write-once invariants by reading D1 afterwards (`SEMA_TEST_SEED` replays the choices,
-//!   `SEMA_CHAOS_TRIALS` sets the count, default 10,000).
+//!   `SEMA_CHAOS_TRIALS` sets the count, default 10,000);
+//! - `late_lease.rs`: a runner that dies right after leasing a run that waited past its session
+//!   object's backed-off looks is reaped by the object's alarm at its stale deadline.
 // These tests are clients of the Worker, outside it: they read the clock (names, seeds, durations),
 // which clippy.toml forbids only for the Worker and the core.
 #![allow(clippy::disallowed_methods)]
@@ -15,3 +17,4 @@ mod harness;
 mod interleavings;
 mod invariants;
 mod kill;
+mod late_lease;

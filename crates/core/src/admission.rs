@@ -138,8 +138,10 @@ pub struct Claim {
     pub idempotency: Option<IdempotencyBinding>,
     /// When the object must look at the holder's row again before answering 409 from memory: the
     /// holder's stale deadline as last seen, and at most one held-run cutoff after the last evidence
-    /// of life the object saw (admission, append, a read of the row). Until then a conflict costs no
-    /// D1 round trip. (0, e.g. a claim stored before this field existed: look now.)
+    /// of life the object saw (admission, append, a read of the row, a lease it was told of), or up
+    /// to four after a read that found the run still waiting for a runner
+    /// (`liveness::Staleness::recheck_at`). Until then a conflict costs no D1 round trip. (0, e.g. a
+    /// claim stored before this field existed: look now.)
     #[serde(default)]
     pub recheck_at: i64,
 }

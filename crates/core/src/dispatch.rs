@@ -558,6 +558,7 @@ mod tests {
             objective: "o".into(),
             meta: "{}".into(),
             last_seq: 0,
+            created_at: 0,
             resume: None,
             waiting: crate::store::Waiting {
                 cancel_requested: false,
@@ -630,6 +631,7 @@ mod tests {
             objective: "o".into(),
             meta: "{}".into(),
             last_seq: 3,
+            created_at: 0,
             resume: Some(crate::store::Resume {
                 kind: "plan_review".into(),
                 card: "{}".into(),

@@ -69,7 +69,40 @@ impl Staleness {
     pub fn is_stale(&self, run: &RunRow, now: i64) -> bool {
         self.deadline(run).is_some_and(|d| now > d)
     }
+
+    /// When a session object looks again at a claim whose holder it judged live at `now` with
+    /// `deadline` ([`Verdict::Live`]): at that deadline, but no later than one held-run cutoff from
+    /// now. A run still waiting for a runner is looked at after as long again as it has waited,
+    /// between one and [`QUEUED_LOOK_MAX_CUTOFFS`] cutoffs: its looks fall at 1, 2, 4, 8, 12, 16 …
+    /// cutoffs after it was queued (with the defaults, 10 looks in a queue deadline of an hour
+    /// where one a cutoff made 30), so a backlog of queued runs wakes its objects a third as often.
+    /// A look that backed off may come long after the run was leased; so whoever writes a lease of
+    /// a run that has waited that long tells its object ([`Staleness::lease_told`]), which then
+    /// looks at it within one cutoff again, and a silent runner's run is reaped at its stale
+    /// deadline as before.
+    pub fn recheck_at(&self, holder: Option<&RunRow>, deadline: Option<i64>, now: i64) -> i64 {
+        let waited = holder
+            .filter(|r| r.status == status::RUNNING && r.held_by.is_none())
+            .map_or(0, |r| {
+                now.saturating_sub(r.heartbeat_at.unwrap_or(r.updated_at))
+            });
+        let most = self.held_ms.saturating_mul(QUEUED_LOOK_MAX_CUTOFFS);
+        let cap = now.saturating_add(waited.clamp(self.held_ms, most.max(self.held_ms)));
+        deadline.map_or(cap, |d| d.min(cap))
+    }
+
+    /// Whether the session object of a run leased at `now`, admitted at `created_at`, must be told
+    /// of the lease: when the run may have waited past a look that backed off
+    /// ([`Staleness::recheck_at`]), that is longer than one cutoff. (A requeued run's wait began
+    /// later than its admission, so it may be told when it need not be; never the other way.)
+    pub fn lease_told(&self, created_at: i64, now: i64) -> bool {
+        now.saturating_sub(created_at) > self.held_ms
+    }
 }
+
+/// The longest a session object waits between two looks at a claim whose run waits for a runner,
+/// in held-run cutoffs ([`Staleness::recheck_at`]).
+pub const QUEUED_LOOK_MAX_CUTOFFS: i64 = 4;
 
 /// The verdict on a claim a submit found held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,6 +317,57 @@ mod tests {
             panic!("expected stale");
         };
         assert!(reason.contains("claim held by no runner, queued since 1970-01-01T00:00:00.000Z"));
+    }
+
+    #[test]
+    fn a_held_or_parked_holder_is_looked_at_again_by_its_deadline_and_within_one_cutoff() {
+        let held = run("running", Some("r1"), 1_000);
+        assert_eq!(S.recheck_at(Some(&held), S.deadline(&held), 1_500), 3_000);
+        let parked = run("suspended", None, 0);
+        assert_eq!(S.recheck_at(Some(&parked), None, 50_000), 52_000);
+        assert_eq!(S.recheck_at(Some(&parked), Some(50_500), 50_000), 50_500);
+        assert_eq!(S.recheck_at(None, None, 7), 2_007);
+    }
+
+    #[test]
+    fn a_queued_holder_is_looked_at_again_after_as_long_again_as_it_has_waited_up_to_four_cutoffs()
+    {
+        let s = Staleness {
+            queued_ms: 100_000,
+            ..S
+        };
+        let queued = run("running", None, 1_000);
+        let deadline = s.deadline(&queued);
+        // Queued at 1 s: the looks fall 2, 4, 8 s after it, then every 8 s (four cutoffs), then at
+        // its deadline.
+        let mut looks = vec![];
+        let mut now = 1_000 + s.held_ms;
+        while now < 101_000 {
+            looks.push(now - 1_000);
+            now = s.recheck_at(Some(&queued), deadline, now);
+        }
+        let expected: Vec<i64> = [2_000, 4_000]
+            .into_iter()
+            .chain((8_000..=96_000).step_by(8_000))
+            .collect();
+        assert_eq!(looks, expected, "then the deadline, {now}");
+        assert_eq!(now, 101_000);
+        // Within the first cutoff, one cutoff from now.
+        assert_eq!(s.recheck_at(Some(&queued), deadline, 1_500), 3_500);
+    }
+
+    #[test]
+    fn a_lease_is_told_to_its_session_object_only_after_a_wait_longer_than_one_cutoff() {
+        assert!(!S.lease_told(1_000, 1_000));
+        assert!(!S.lease_told(1_000, 3_000));
+        assert!(S.lease_told(1_000, 3_001));
+        // No look backs off within the first cutoff: a lease told from then on misses none.
+        let queued = run("running", None, 1_000);
+        let first_look = 1_000 + S.held_ms;
+        assert_eq!(
+            S.recheck_at(Some(&queued), S.deadline(&queued), first_look),
+            first_look + S.held_ms
+        );
     }
 
     #[test]

@@ -100,6 +100,13 @@ pub enum SessionCall {
     RunEnded {
         task_id: String,
     },
+    /// The run was leased after waiting longer than one held-run cutoff (from the dispatcher or the
+    /// Worker that wrote the lease, after handing it over): if it holds the session's claim, look at
+    /// it again within one cutoff, as for any held run (its looks may have backed off while it
+    /// waited: `liveness::Staleness::recheck_at`). Answered `Noted` (`claim_released` false).
+    Leased {
+        task_id: String,
+    },
     /// Diagnostics: what the object holds in memory (operators only).
     Stats,
     /// Write the admission the object answered from its own storage into D1 (its outbox), if one
@@ -227,6 +234,7 @@ impl SessionCall {
             | Self::Finish { .. }
             | Self::Steer { .. }
             | Self::RunEnded { .. }
+            | Self::Leased { .. }
             | Self::Park { .. }
             | Self::Decide { .. }
             | Self::StartChild { .. }
@@ -302,7 +310,8 @@ pub enum SessionReply {
     },
     /// The run when a wait ended (terminal, or still active when the wait ran out).
     Waited(RunRow),
-    /// A `RunEnded` notice was taken: whether the object held the run's claim and let it go.
+    /// A `RunEnded` (or `Leased`) notice was taken: whether the object held the run's claim and let
+    /// it go (never, for `Leased`).
     Noted {
         claim_released: bool,
     },
@@ -388,6 +397,7 @@ codec_enum!(SessionCall {
     15 => DeleteSession { session_id, owner, marker },
     16 => IssueTicket { task_id, principal, role },
     17 => CheckTicket { task_id, ticket, owner },
+    18 => Leased { task_id },
 });
 codec_enum!(SessionReply {
     0 => Admitted(admission),
@@ -566,6 +576,9 @@ mod tests {
                 ticket: "st1_x".into(),
                 owner: None,
             },
+            SessionCall::Leased {
+                task_id: "T".into(),
+            },
         ]
     }
 
@@ -622,6 +635,7 @@ mod tests {
                         "DeleteSession" => "delete_session",
                         "IssueTicket" => "issue_ticket",
                         "CheckTicket" => "check_ticket",
+                        "Leased" => "leased",
                         other => panic!("unexpected op {other}"),
                     },
                     c.lock(),
@@ -649,6 +663,7 @@ mod tests {
                 ("delete_session", Lock::Whole),
                 ("issue_ticket", Lock::Whole),
                 ("check_ticket", Lock::Free),
+                ("leased", Lock::Whole),
             ]
         );
     }
@@ -782,6 +797,7 @@ mod tests {
                 SessionCall::DeleteSession { .. } => "DeleteSession",
                 SessionCall::IssueTicket { .. } => "IssueTicket",
                 SessionCall::CheckTicket { .. } => "CheckTicket",
+                SessionCall::Leased { .. } => "Leased",
             }
         }
         fn reply_name(r: &SessionReply) -> &'static str {
@@ -808,7 +824,7 @@ mod tests {
             }
         }
         let calls: std::collections::BTreeSet<_> = every_call().iter().map(call_name).collect();
-        assert_eq!((calls.len(), every_call().len()), (18, 18));
+        assert_eq!((calls.len(), every_call().len()), (19, 19));
         let replies: std::collections::BTreeSet<_> = every_reply().iter().map(reply_name).collect();
         assert_eq!((replies.len(), every_reply().len()), (19, 19));
     }
@@ -832,7 +848,7 @@ mod tests {
         let digest = crate::object_codec::digest(&text);
         assert_eq!(
             (crate::object_codec::LAYOUT, digest),
-            ("1", 0x38de_3cbe_06c8_2840),
+            ("1", 0x1732_d991_1a63_93b2),
             "the objects' messages changed layout: bump object_codec::LAYOUT and pin the new digest"
         );
     }

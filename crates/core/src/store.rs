@@ -225,6 +225,10 @@ pub struct Lease {
     /// JSON object text.
     pub meta: String,
     pub last_seq: i64,
+    /// When the run was admitted: how long it may have waited for a runner, at most (a requeued
+    /// run waited less), which says whether its session's object must be told of the lease
+    /// (`liveness::Staleness::lease_told`).
+    pub created_at: i64,
     /// The decision this run resumes from (its latest resolved gate), `None` for a run never parked.
     /// Every lease of the run carries it until the run parks again.
     pub resume: Option<Resume>,
@@ -1244,6 +1248,7 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             objective: c.str("objective"),
             meta: c.str("meta"),
             last_seq: c.i64("last_seq"),
+            created_at: c.i64("created_at"),
             resume,
             waiting: waiting_in(c),
         })

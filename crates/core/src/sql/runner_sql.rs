@@ -145,7 +145,7 @@ macro_rules! lease_returning {
             " AND status = 'running' AND held_by IS NULL \
              RETURNING task_id, session_id, lease_epoch, objective, ",
             $meta,
-            ", last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ",
+            ", last_seq, created_at, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ",
             $task,
             " AND delivered_at IS NULL) AS steer_pending, ",
             resume_col!("gate_kind", $task),
@@ -188,7 +188,7 @@ pub fn try_lease(d: Dialect, task_id: &str, runner_id: &str, now: i64) -> Vec<St
             Stmt::portable(
                 d,
                 "SELECT task_id, session_id, lease_epoch, objective, CAST(meta AS CHAR) AS meta, last_seq, \
-                 cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) \
+                 created_at, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) \
                  AS steer_pending FROM task_run WHERE task_id = ?1 AND held_by = ?2",
                 vec![task_id.into(), runner_id.into()],
             ),

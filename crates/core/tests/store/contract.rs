@@ -1750,6 +1750,8 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
         ("old", "s1")
     );
     assert_eq!((first.lease_epoch, first.last_seq), (1, 0));
+    // When it was admitted: whether its session's object is told of the lease.
+    assert_eq!(first.created_at, NOW);
     assert_eq!(first.objective, "do the thing");
     assert_eq!(
         sema_core::json::parse(&first.meta).unwrap(),
@@ -1766,7 +1768,10 @@ async fn a_lease_goes_to_the_oldest_unheld_running_run_with_a_new_epoch<F: Fixtu
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(second.task_id, "young");
+    assert_eq!(
+        (second.task_id.as_str(), second.created_at),
+        ("young", NOW + 5)
+    );
     assert_eq!(
         s.lease("r3", DEFAULT_QUEUE, NOW + 12, 8).await.unwrap(),
         None
