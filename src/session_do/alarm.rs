@@ -68,21 +68,30 @@ impl SessionDo {
     }
 
     /// `task_id` was leased after waiting longer than one cutoff (`SessionCall::Leased`): if it
-    /// holds the claim, its next look comes within one cutoff, so a runner silent from its lease on
-    /// is reaped at its stale deadline, however far the queued run's looks had backed off.
+    /// holds the claim, the alarm is due within one cutoff, so a runner silent from its lease on
+    /// is reaped at its stale deadline, however far the queued run's looks had backed off. The
+    /// claim's recheck time only moves earlier (a claim a fresh instance read back from storage
+    /// keeps 0: its next 409 reads D1 first). The alarm is set unless one this instance set is due
+    /// no later: a fresh instance knows nothing of the alarm pending from the one before, which may
+    /// be a backed-off look. (Under the lock, after `settle`: no admission waits in the outbox for
+    /// the alarm's retry, and the claim is the run's, so no earlier alarm is owed to anything else.)
     pub(super) async fn leased(&self, task_id: &str) -> Result<SessionReply, Failure> {
+        let noted = SessionReply::Noted {
+            claim_released: false,
+        };
         let mut state = self.load().await?;
         let soon = platform::now_ms().saturating_add(self.staleness.held_ms);
-        if let Some(c) = state.claim.as_mut().filter(|c| c.task_id == task_id) {
-            if c.recheck_at > soon {
-                c.recheck_at = soon;
-                self.save(state).await?;
-                self.arm_alarm().await?;
-            }
+        let Some(claim) = state.claim.as_mut().filter(|c| c.task_id == task_id) else {
+            return Ok(noted);
+        };
+        if claim.recheck_at > soon {
+            claim.recheck_at = soon;
+            self.save(state).await?;
         }
-        Ok(SessionReply::Noted {
-            claim_released: false,
-        })
+        if self.alarm_at.get().is_none_or(|at| at > soon) {
+            self.set_alarm_in(self.staleness.held_ms).await?;
+        }
+        Ok(noted)
     }
 
     /// The alarm fired: judge the claim's holder and act (under the lock, like any claim change).

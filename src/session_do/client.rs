@@ -61,13 +61,21 @@ pub fn lease_to_tell(env: &worker::Env, lease: &sema_core::store::Lease, now: i6
 }
 
 /// Tells the object of `session_id` that `task_id` was leased (`SessionCall::Leased`), after the
-/// lease was handed over. A failure is logged: the cron's reapers are the backstop for a runner
-/// that goes silent.
+/// lease was handed over. A notice not taken (the call failed, or the object refused or failed it)
+/// is logged: the cron's reapers are the backstop for a runner that goes silent.
 pub async fn tell_leased(cx: &Cx, session_id: &str, task_id: &str) {
     let notice = SessionCall::Leased {
         task_id: task_id.to_owned(),
     };
-    if let Err(f) = call(cx, session_id, &notice).await {
-        worker::console_error!("lease notice for {task_id}: {f}");
+    match call(cx, session_id, &notice).await {
+        Ok(Answer::Reply(SessionReply::Noted { .. })) => {}
+        Ok(Answer::Reply(other)) => worker::console_error!(
+            "lease notice for {task_id}: reply {}",
+            sema_core::object_codec::encode(&other)
+        ),
+        Ok(Answer::Stream(_)) => {
+            worker::console_error!("lease notice for {task_id}: answered with a stream")
+        }
+        Err(f) => worker::console_error!("lease notice for {task_id}: {f}"),
     }
 }

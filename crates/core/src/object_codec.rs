@@ -59,7 +59,9 @@ pub trait Codec: Sized {
 /// across a deploy. A test pins the digest of every message's text to it
 /// (`session_protocol::tests::the_messages_layout_is_pinned_to_its_version`): a change that alters
 /// any message's text (a variant's number, a field's place, a field's type written otherwise, a
-/// field added or dropped) fails there until this is bumped.
+/// field added or dropped) fails there until this is bumped. A new variant alters no message already
+/// sent (a build without it refuses it as [`Malformed`], as an unknown number): its sample moves the
+/// digest, which is pinned again with the layout kept.
 pub const LAYOUT: &str = "1";
 
 /// FNV-1a (64 bits) of `text`: the digest the layout test pins.
