@@ -74,7 +74,8 @@ impl SessionDo {
     /// keeps 0: its next 409 reads D1 first). The alarm is set unless one this instance set is due
     /// no later: a fresh instance knows nothing of the alarm pending from the one before, which may
     /// be a backed-off look. (Under the lock, after `settle`: no admission waits in the outbox for
-    /// the alarm's retry, and the claim is the run's, so no earlier alarm is owed to anything else.)
+    /// the alarm's retry, so an earlier alarm could only be owed to the run itself, which is live
+    /// until a cutoff after this lease.)
     pub(super) async fn leased(&self, task_id: &str) -> Result<SessionReply, Failure> {
         let noted = SessionReply::Noted {
             claim_released: false,

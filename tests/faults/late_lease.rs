@@ -19,14 +19,15 @@ const KNOBS: [&str; 3] = [
     "RUN_STALE_SEC:5",
     "RUN_QUEUE_STALE_SEC:600",
 ];
-/// When the first pair is leased, objects in memory: just past their look at 20 s (the next, without
-/// the notice, at 40 s).
-const IN_MEMORY_AT: Duration = Duration::from_secs(21);
-/// When the runtime is restarted for the second pair: just past their look at 40 s (the next,
-/// pending in the objects' storage, at 60 s); they are leased as soon as it answers again.
-const RESTART_AT: Duration = Duration::from_secs(41);
+/// When the first pair is leased, objects in memory: midway between their looks at 20 and 40 s
+/// (each look comes a little late, the alarm's and the read's time, and the next is timed from it).
+const IN_MEMORY_AT: Duration = Duration::from_secs(29);
+/// When the runtime is restarted for the second pair: past their look at 40 s (the next, pending
+/// in the objects' storage, at 60 s); they are leased as soon as it answers again.
+const RESTART_AT: Duration = Duration::from_secs(46);
 /// How long past its lease a silent run may hold its session: its stale deadline and a margin for a
-/// loaded machine, short of the 11 s or more the pending look would take.
+/// loaded machine, short of the 11 s (first pair) or 12 s less the restart (second pair) that the
+/// pending look would take.
 const REAPED_WITHIN: Duration = Duration::from_secs(8);
 
 #[test]
@@ -64,7 +65,8 @@ fn a_run_leased_after_its_sessions_looks_backed_off_is_reaped_by_the_alarm_at_it
         .map(|r| lease_then_fall_silent(&worker.api(), r))
         .collect();
     eprintln!(
-        "leased after the restart {:?} after admission (the pending looks are due at 60 s)",
+        "leased after the restart {:?} after admission (the pending looks are due at 60 s: a lease \
+         after 52 s cannot tell a build without the notice)",
         admitted.elapsed()
     );
     for (r, at) in restarted.iter().zip(leased) {
