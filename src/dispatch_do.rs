@@ -597,14 +597,9 @@ impl DispatchDo {
     /// (`SessionCall::Leased`: its looks may have backed off meanwhile), after the hand-over and
     /// without holding up this object.
     fn tell_if_waited(&self, lease: &sema_core::store::Lease, now: i64) {
-        if !client::lease_to_tell(&self.env, lease, now) {
-            return;
+        if let Some(notice) = client::lease_notice(&self.env, lease, now) {
+            self.state.wait_until(notice);
         }
-        let env = self.env.clone();
-        let (session, task) = (lease.session_id.clone(), lease.task_id.clone());
-        self.state.wait_until(async move {
-            client::tell_leased(&Cx::new(env), &session, &task).await;
-        });
     }
 
     /// A lease write that did not win: lost (`failure` is `None`: another path leased or ended the

@@ -31,18 +31,16 @@ pub async fn lease(req: &Incoming, cx: &Cx) -> Result<Outgoing, Failure> {
     if r.wait_ms == 0 {
         // A poll, not a wait: one indexed query for the queue's oldest leasable run (a notice of a
         // run admitted a moment ago may still be on its way to the dispatcher).
+        let now = platform::now_ms();
         let lease = cx
             .store()?
-            .lease(&r.runner_id, &r.queue, platform::now_ms(), LEASE_CANDIDATES)
+            .lease(&r.runner_id, &r.queue, now, LEASE_CANDIDATES)
             .await?;
         let Some(l) = lease else {
             return Ok(Outgoing::empty(204));
         };
-        if client::lease_to_tell(&cx.env, &l, platform::now_ms()) {
-            let later = Cx::new(cx.env.clone());
-            let (session, task) = (l.session_id.clone(), l.task_id.clone());
-            cx.after_response(async move { client::tell_leased(&later, &session, &task).await })
-                .await;
+        if let Some(notice) = client::lease_notice(&cx.env, &l, now) {
+            cx.after_response(notice).await;
         }
         return Ok(json(200, dispatch::lease_body(&l)));
     }

@@ -51,19 +51,28 @@ pub async fn call(cx: &Cx, session_id: &str, call: &SessionCall) -> Result<Answe
     Ok(Answer::Stream(resp))
 }
 
-/// Whether the session's object of `lease`, written at `now`, must be told of it: its run waited
+/// The notice of `lease`, written at `now`, to its session's object, owed when its run waited
 /// longer than one cutoff, so the object's looks may have backed off meanwhile
-/// (`liveness::Staleness::lease_told`).
-pub fn lease_to_tell(env: &worker::Env, lease: &sema_core::store::Lease, now: i64) -> bool {
-    crate::config::settings(env)
-        .staleness
-        .lease_told(lease.created_at, now)
+/// (`liveness::Staleness::lease_told`): a call for the lease's writer to run after the hand-over,
+/// not awaited by it. `None`: no notice is owed.
+pub fn lease_notice(
+    env: &worker::Env,
+    lease: &sema_core::store::Lease,
+    now: i64,
+) -> Option<impl std::future::Future<Output = ()> + 'static> {
+    let staleness = crate::config::settings(env).staleness;
+    if !staleness.lease_told(lease.created_at, now) {
+        return None;
+    }
+    let cx = Cx::new(env.clone());
+    let (session, task) = (lease.session_id.clone(), lease.task_id.clone());
+    Some(async move { tell_leased(&cx, &session, &task).await })
 }
 
 /// Tells the object of `session_id` that `task_id` was leased (`SessionCall::Leased`), after the
 /// lease was handed over. A notice not taken (the call failed, or the object refused or failed it)
 /// is logged: the cron's reapers are the backstop for a runner that goes silent.
-pub async fn tell_leased(cx: &Cx, session_id: &str, task_id: &str) {
+async fn tell_leased(cx: &Cx, session_id: &str, task_id: &str) {
     let notice = SessionCall::Leased {
         task_id: task_id.to_owned(),
     };

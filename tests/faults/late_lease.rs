@@ -7,7 +7,6 @@
 
 use crate::harness::{migrate, test_seed, work_dir, Api, Wrangler};
 use serde_json::json;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `RUN_STALE_SEC` of this test's Worker.
@@ -59,7 +58,8 @@ fn a_run_leased_after_its_sessions_looks_backed_off_is_reaped_by_the_alarm_at_it
 
     std::thread::sleep(RESTART_AT.saturating_sub(admitted.elapsed()));
     drop(worker);
-    let worker = restart(&state, &dir.join("wrangler-2.log"), &vars);
+    // The runtime again on the same state: the objects' memory gone, their stored alarms pending.
+    let worker = Wrangler::start(&state, dir.join("wrangler-2.log"), &vars);
     let leased: Vec<_> = restarted
         .iter()
         .map(|r| lease_then_fall_silent(&worker.api(), r))
@@ -153,10 +153,4 @@ fn assert_reaped(api: &Api, r: &Waiting, last_word: Instant, case: &str) {
         "the session admits again: {}",
         again.body
     );
-}
-
-/// The runtime started again on the same state (its objects' memory gone, their stored alarms
-/// pending).
-fn restart(state: &Path, log: &Path, vars: &[String]) -> Wrangler {
-    Wrangler::start(state, log.to_path_buf(), vars)
 }
