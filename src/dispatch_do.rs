@@ -10,8 +10,9 @@
 //! follows every handout (`sema_core::dispatch::Offers`): an offer whose lease write never settled
 //! lapses after `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
 //! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
-//! offered again — on the object's alarm, not the reaper's next tick. The gone runner never ran
-//! anything of it; a live one acknowledges long before.
+//! offered again — on the object's alarm (up to `FOLLOW_UP_SLACK_MS` late, so that handouts falling
+//! due together are looked at once), not the reaper's next tick. The gone runner never ran anything
+//! of it; a live one acknowledges long before, and its lease costs one read of D1 shared by up to 50.
 //!
 //! Concurrency: the object runs one call at a time between awaits, and `serve` pairs waiters with
 //! runs without an await, so offers are made in order: oldest run to longest-waiting runner; the
@@ -41,11 +42,11 @@ use crate::{
 use futures_channel::oneshot;
 use sema_core::{
     dispatch::{
-        self, Backlog, DispatchCall, DispatchReply, Offers, Ready, RunnerFrame, SocketNote,
+        self, Backlog, DispatchCall, DispatchReply, Handout, Offers, Ready, RunnerFrame, SocketNote,
     },
     error::ErrorCode,
     json::JsonText,
-    store::{RunReadStore, RunnerStore},
+    store::{HeldLease, RunReadStore, RunnerStore},
     text_map::TextSet,
     ApiError,
 };
@@ -251,16 +252,12 @@ impl DispatchDo {
                 wait_ms,
             } => {
                 self.learn(queue);
-                self.reclaim(cx).await;
                 self.wait(cx, runner_id, wait_ms).await
             }
             DispatchCall::Notify { queue, runs } => {
                 self.learn(queue);
                 self.backlog.borrow_mut().add(runs);
-                // Served before the due handouts are taken back: a release is a D1 write, and
-                // the new run's runner should not wait for it (what comes back is served next).
                 let handed = self.serve(cx, usize::MAX).await.offered;
-                self.reclaim(cx).await;
                 Ok(DispatchReply::Noted { handed })
             }
             DispatchCall::Stats => Ok(DispatchReply::Stats {
@@ -280,35 +277,33 @@ impl DispatchDo {
         }
     }
 
-    /// Takes the due handouts back: a lapsed offer returns to the backlog; a lease its runner has
-    /// not acknowledged is released (fenced: that runner, that epoch, still unacknowledged) and its
-    /// run returns too. Then serves, and keeps the alarm at the next due time. Failures are logged
-    /// (the reaper's requeue of unacknowledged leases is the backstop).
+    /// Takes the due handouts back (the alarm's work, at [`DispatchDo::arm`]'s time): a lapsed
+    /// offer returns to the backlog; the leases their runners have not acknowledged are released
+    /// (`RunnerStore::release_leases`, [`dispatch::RELEASE_BATCH`] at a time: one read finds the
+    /// few still unacknowledged, one batch of fenced writes releases them) and their runs return
+    /// too. Then serves, and keeps the alarm at the next follow-up. A release that fails is logged
+    /// and its runs stay out (the reaper's requeue of unacknowledged leases is the backstop).
     async fn reclaim(&self, cx: &Cx) {
         let now = platform::now_ms();
         let due = self.offers.borrow_mut().due(now);
         if !due.is_empty() {
-            let store = match cx.store() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    worker::console_error!("dispatch reclaim: {e}");
-                    None
-                }
-            };
+            let mut leased = Vec::new();
             for h in due {
-                let back = match (&h.lease, &store) {
-                    (None, _) => true,
-                    (Some((runner, epoch)), Some(store)) => store
-                        .release_lease(&h.ready.task_id, runner, *epoch, now)
-                        .await
-                        .unwrap_or_else(|e| {
-                            worker::console_error!("dispatch release: {e}");
-                            false
-                        }),
-                    (Some(_), None) => false,
-                };
-                if back {
-                    self.backlog.borrow_mut().add([h.ready]);
+                match h.lease {
+                    Some(_) => leased.push(h),
+                    None => self.backlog.borrow_mut().add([h.ready]),
+                }
+            }
+            for batch in leased.chunks(dispatch::RELEASE_BATCH) {
+                match release(cx, batch, now).await {
+                    Ok(released) => {
+                        for (h, back) in batch.iter().zip(released) {
+                            if back {
+                                self.backlog.borrow_mut().add([h.ready.clone()]);
+                            }
+                        }
+                    }
+                    Err(e) => worker::console_error!("dispatch release: {e}"),
                 }
             }
             self.serve(cx, usize::MAX).await;
@@ -316,12 +311,15 @@ impl DispatchDo {
         self.arm().await;
     }
 
-    /// The alarm at the next lapse of an open offer (none: no alarm needed; one already due no
-    /// later: nothing to write). The write is unconfirmed: the alarm only hastens what the reaper's
+    /// The alarm at the next follow-up of the open handouts (`Offers::follow_up_at`; none: no
+    /// alarm needed; one already due no later: nothing to write). Only the alarm takes handouts
+    /// back ([`DispatchDo::reclaim`]): a runner's wait, a socket's ready and an admission's notice
+    /// never wait for a release's D1 round trip, and handouts falling due together are taken back
+    /// together. The write is unconfirmed: the alarm only hastens what the reaper's
     /// requeue of unacknowledged leases does anyway, so a lease pushed or an offer answered right
     /// after it need not wait for its durability (the runtime's output gate would hold them).
     async fn arm(&self) {
-        let Some(at) = self.offers.borrow().next_due() else {
+        let Some(at) = self.offers.borrow().follow_up_at() else {
             return;
         };
         self.arm_at(at).await;
@@ -628,16 +626,14 @@ impl DispatchDo {
     /// unacknowledged leases is the backstop.
     async fn give_back(&self, cx: &Cx, ready: Ready, runner_id: &str, lease_epoch: i64, now: i64) {
         self.offers.borrow_mut().taken(&ready.task_id, None, now, 0);
-        let released = match cx.store() {
-            Ok(store) => store
-                .release_lease(&ready.task_id, runner_id, lease_epoch, platform::now_ms())
-                .await
-                .map_err(|e| format!("{e}")),
-            Err(e) => Err(format!("{e}")),
+        let handout = Handout {
+            ready,
+            due: now,
+            lease: Some((runner_id.to_owned(), lease_epoch)),
         };
-        match released {
-            Ok(true) => self.backlog.borrow_mut().add([ready]),
-            Ok(false) => {}
+        match release(cx, std::slice::from_ref(&handout), platform::now_ms()).await {
+            Ok(released) if released == [true] => self.backlog.borrow_mut().add([handout.ready]),
+            Ok(_) => {}
             Err(e) => worker::console_error!("dispatch release: {e}"),
         }
     }
@@ -756,7 +752,6 @@ impl DispatchDo {
             worker::console_error!("dispatch refill: {f}");
         }
         self.serve(&cx, usize::MAX).await;
-        self.reclaim(&cx).await;
     }
 
     /// A socket closed: it leaves the line, or (its lease being written) is marked gone.
@@ -858,6 +853,26 @@ async fn write_lease(
             .map_err(|e| format!("{e}")),
         Err(e) => Err(format!("{e}")),
     }
+}
+
+/// Releases the leases of `handouts` (those that have one) in one batch through `cx`: whether each
+/// was released by this call, in order.
+async fn release(cx: &Cx, handouts: &[Handout], now: i64) -> Result<Vec<bool>, Failure> {
+    let held: Vec<HeldLease<'_>> = handouts
+        .iter()
+        .map(|h| {
+            let (runner_id, lease_epoch) = h
+                .lease
+                .as_ref()
+                .map_or(("", 0), |(runner, epoch)| (runner.as_str(), *epoch));
+            HeldLease {
+                task_id: &h.ready.task_id,
+                runner_id,
+                lease_epoch,
+            }
+        })
+        .collect();
+    Ok(cx.store()?.release_leases(&held, now).await?)
 }
 
 /// The reply to a wait whose lease write settled: its lease, or nothing (the write lost after the

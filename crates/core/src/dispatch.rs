@@ -48,6 +48,14 @@ pub const BACKLOG_MAX: usize = 4096;
 /// How long a run handed to a runner waits for its lease write to be settled; past it the run is
 /// offered again (the object was cut off before the write's result came back).
 pub const OFFER_TTL_MS: i64 = 2_000;
+/// Most due leases one release of the dispatcher takes (`RunnerStore::release_leases`: one read of
+/// D1, and a batch of fenced writes for those still unacknowledged); more take several.
+pub const RELEASE_BATCH: usize = 50;
+/// How late a dispatcher looks at a handout that fell due, at most ([`Offers::follow_up_at`]): a
+/// lapsed offer goes back, and an unacknowledged lease is released, up to this much after its time.
+/// The ack window is the least a runner is given, so a later look takes nothing from it; and a
+/// queue handing out runs one after another is looked at about twice a second, not once a lease.
+pub const FOLLOW_UP_SLACK_MS: i64 = 500;
 /// How many leasable runs one cold refill reads from D1 (oldest first).
 pub const REFILL: i64 = 64;
 /// Most runs one tick's sweep announces again (oldest leasable first): a lost notice delays a run
@@ -339,6 +347,14 @@ impl Offers {
     pub fn next_due(&self) -> Option<i64> {
         self.open.iter().map(|h| h.due).min()
     }
+
+    /// When the dispatcher next looks at its handouts: [`FOLLOW_UP_SLACK_MS`] after the first falls
+    /// due, so that those falling due close together (one lease after another) are taken back by
+    /// one look, not one each.
+    pub fn follow_up_at(&self) -> Option<i64> {
+        self.next_due()
+            .map(|due| due.saturating_add(FOLLOW_UP_SLACK_MS))
+    }
 }
 
 /// The lease as the runner receives it: `{taskId, sessionId, leaseEpoch, objective, meta, lastSeq,
@@ -547,6 +563,30 @@ mod tests {
         let due = o.due(5_110);
         assert_eq!(due[0].lease, Some(("r".to_owned(), 4)));
         assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
+    fn handouts_falling_due_within_the_slack_of_the_first_are_followed_up_by_one_look() {
+        let mut o = Offers::default();
+        assert_eq!(o.follow_up_at(), None);
+        for (i, at) in [
+            1_000,
+            1_010,
+            1_000 + FOLLOW_UP_SLACK_MS,
+            1_001 + FOLLOW_UP_SLACK_MS,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = format!("t{i}");
+            o.offer(ready(i as i64, &id), at);
+            o.taken(&id, Some(("r".into(), 1)), at, 30_000);
+        }
+        let look = o.follow_up_at().unwrap();
+        assert_eq!(look, 31_000 + FOLLOW_UP_SLACK_MS);
+        let taken: Vec<_> = o.due(look).into_iter().map(|h| h.ready.task_id).collect();
+        assert_eq!(taken, ["t0", "t1", "t2"]);
+        assert_eq!(o.follow_up_at(), Some(31_001 + 2 * FOLLOW_UP_SLACK_MS));
     }
 
     #[test]

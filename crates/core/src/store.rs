@@ -12,7 +12,7 @@
 //! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `take_over_and_create`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
 //! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
 //! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal`, `fail_if_unchanged` |
-//! | [`RunnerStore`] | the stateless runner routes, the queues' dispatchers | `lease`, `lease_run`, `heartbeat`, `queue_backlog`, `unleased_since`, `release_lease` |
+//! | [`RunnerStore`] | the stateless runner routes, the queues' dispatchers | `lease`, `lease_run`, `heartbeat`, `queue_backlog`, `unleased_since`, `release_leases` |
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
@@ -213,6 +213,14 @@ impl Waiting {
         cancel_requested: false,
         steer_pending: 0,
     };
+}
+
+/// One runner's lease of one run, as a releaser names it: the run, its holder and the epoch it won.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldLease<'a> {
+    pub task_id: &'a str,
+    pub runner_id: &'a str,
+    pub lease_epoch: i64,
 }
 
 /// A lease a runner won.
@@ -521,19 +529,16 @@ pub trait RunnerStore {
     /// that time (then `task_id`), at most `limit`: the cron's sweep hands them back to their
     /// queues' dispatchers. One indexed read.
     async fn unleased_since(&self, before: i64, limit: i64) -> Result<Vec<Leasable>>;
-    /// Releases a lease its holder never acknowledged (the dispatcher's runner was gone before it
-    /// received the lease): `held_by = NULL`, `lease_acked = 0`, leasable again from `now`, only while
-    /// `runner_id` holds the run under `lease_epoch`, unacknowledged, and it is `running`. The epoch
-    /// stays, so the old holder's heartbeat, append, park and finish are fenced out (no holder now;
-    /// any later lease moves the epoch on). True when this call released it; false (nothing
-    /// written, an epoch below 1 without a query) otherwise.
-    async fn release_lease(
-        &self,
-        task_id: &str,
-        runner_id: &str,
-        lease_epoch: i64,
-        now: i64,
-    ) -> Result<bool>;
+    /// Releases leases their holders never acknowledged (the dispatcher's runner was gone before it
+    /// received the lease, or never said so): `held_by = NULL`, `lease_acked = 0`, leasable again
+    /// from `now`, each only while its `runner_id` holds the run under its `lease_epoch`,
+    /// unacknowledged, and it is `running` (a statement fenced on its own; all of them in one
+    /// batch). Of several, those still unacknowledged are first found by one read per 50, so the
+    /// acknowledged ones (nearly all, when a dispatcher's follow-up falls due) cost no write. The
+    /// epoch stays, so the old holder's heartbeat, append, park and finish are fenced out (no holder
+    /// now; any later lease moves the epoch on). Whether each was released by this call, in order;
+    /// a lease with an epoch below 1 is false without a statement, and an empty list sends nothing.
+    async fn release_leases(&self, leases: &[HeldLease<'_>], now: i64) -> Result<Vec<bool>>;
 }
 
 /// Human gates (SPEC-api §5.3–§5.6): the runner's park, a client's decision, reads of pending gates,
@@ -1265,18 +1270,55 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
             .await
     }
 
-    async fn release_lease(
-        &self,
-        task_id: &str,
-        runner_id: &str,
-        lease_epoch: i64,
-        now: i64,
-    ) -> Result<bool> {
-        if lease_epoch < 1 {
-            return Ok(false);
+    async fn release_leases(&self, leases: &[HeldLease<'_>], now: i64) -> Result<Vec<bool>> {
+        let d = self.d();
+        let mut wanted: Vec<bool> = leases.iter().map(|l| l.lease_epoch >= 1).collect();
+        let ids: Vec<&str> = leases
+            .iter()
+            .zip(&wanted)
+            .filter(|(_, w)| **w)
+            .map(|(l, _)| l.task_id)
+            .collect();
+        if ids.len() > 1 {
+            // Nearly all are acknowledged by now: one read finds the few that are not.
+            let mut still = Vec::new();
+            for chunk in ids.chunks(runner_sql::MAX_UNACKED_READ) {
+                let rows = self
+                    .exec
+                    .run(&runner_sql::unacked_leases(d, chunk))
+                    .await?
+                    .rows;
+                still.extend(read_rows(&rows, |c| {
+                    (c.str("task_id"), c.str("held_by"), c.i64("lease_epoch"))
+                })?);
+            }
+            for (w, l) in wanted.iter_mut().zip(leases) {
+                *w = *w
+                    && still
+                        .iter()
+                        .any(|(t, r, e)| t == l.task_id && r == l.runner_id && *e == l.lease_epoch);
+            }
         }
-        let stmt = runner_sql::release_lease(self.d(), task_id, runner_id, lease_epoch, now);
-        Ok(self.exec.run(&stmt).await?.changes == 1)
+        let mut stmts = Vec::new();
+        for (l, _) in leases.iter().zip(&wanted).filter(|(_, w)| **w) {
+            stmts.push(runner_sql::release_lease(
+                d,
+                l.task_id,
+                l.runner_id,
+                l.lease_epoch,
+                now,
+            ));
+        }
+        let out = if stmts.is_empty() {
+            vec![]
+        } else {
+            self.exec.batch(&stmts).await?
+        };
+        let mut changes = out.iter();
+        Ok(wanted
+            .into_iter()
+            .map(|w| w && changes.next().is_some_and(|o| o.changes == 1))
+            .collect())
     }
 
     async fn heartbeat(&self, h: &Heartbeat<'_>) -> Result<Option<Beat>> {

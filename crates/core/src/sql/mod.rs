@@ -896,6 +896,7 @@ mod placeholder_tests {
         v.push(runner_sql::lease_candidates(d, "q", 5));
         v.push(runner_sql::leasable_since(d, 1, 5));
         v.push(runner_sql::release_lease(d, "t", "r", 1, 2));
+        v.push(runner_sql::unacked_leases(d, &["t", "u"]));
         v.extend(runner_sql::try_lease(d, "t", "r", 1).into_iter().take(1));
         v.extend(runner_sql::heartbeat(
             d,

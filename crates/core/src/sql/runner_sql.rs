@@ -65,6 +65,29 @@ pub fn leasable_since(d: Dialect, before: i64, limit: i64) -> Stmt {
     )
 }
 
+/// Of the runs `task_ids` (1 to [`MAX_UNACKED_READ`] ids), those still `running`, held and not
+/// acknowledged: `task_id, held_by, lease_epoch`. Primary-key lookups. Read before releasing several
+/// leases, so that the acknowledged ones (nearly all, by the time a dispatcher's follow-up is due)
+/// cost no write.
+pub fn unacked_leases(d: Dialect, task_ids: &[&str]) -> Stmt {
+    let mut b = super::Builder::new(
+        d,
+        "SELECT task_id, held_by, lease_epoch FROM task_run WHERE status = 'running' \
+         AND held_by IS NOT NULL AND lease_acked = 0 AND task_id IN (",
+    );
+    for (i, id) in task_ids.iter().enumerate() {
+        if i > 0 {
+            b.push(", ");
+        }
+        b.bind(*id);
+    }
+    b.push(")");
+    b.build()
+}
+
+/// Most ids one [`unacked_leases`] read names (D1 binds at most 100 parameters to a statement).
+pub const MAX_UNACKED_READ: usize = 50;
+
 /// The fenced release of an unacknowledged lease: the run becomes unheld again (`held_by = NULL`,
 /// `lease_acked = 0`, leasable since `now`: `heartbeat_at` and `updated_at`), only while `runner_id`
 /// holds it under `lease_epoch`, has not acknowledged it, and it is `running`. 1 row changed = this

@@ -9,14 +9,43 @@ use sema_core::{
     sql::DbError,
     store::{
         prelude::*, Append, Appended, CreateRun, Finish, GateScope, GuardedFail, Heartbeat,
-        LeaderChild, Leasable, ListScope, NewChild, NewEvent, NewLeader, NewRun, NewSteer, Park,
-        ParkStatus, Parked, ReapReport, Resolve, RunSnapshot, SessionTask, SqlStore, StaleCutoffs,
-        StartChild, Steered, StoreError, SweepWindow, Swept, Takeover, Terminal, TerminalStatus,
-        Tick, TickRecord, Waiting,
+        HeldLease, LeaderChild, Leasable, ListScope, NewChild, NewEvent, NewLeader, NewRun,
+        NewSteer, Park, ParkStatus, Parked, ReapReport, Resolve, RunSnapshot, SessionTask,
+        SqlStore, StaleCutoffs, StartChild, Steered, StoreError, SweepWindow, Swept, Takeover,
+        Terminal, TerminalStatus, Tick, TickRecord, Waiting,
     },
 };
 
 use sema_core::queue::DEFAULT_QUEUE;
+
+/// One lease released through [`RunnerStore::release_leases`], as the dispatcher gives back a lease
+/// its runner left before receiving.
+trait ReleaseOne {
+    async fn release_lease(
+        &self,
+        task_id: &str,
+        runner_id: &str,
+        lease_epoch: i64,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+}
+
+impl<S: RunnerStore> ReleaseOne for S {
+    async fn release_lease(
+        &self,
+        task_id: &str,
+        runner_id: &str,
+        lease_epoch: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let held = HeldLease {
+            task_id,
+            runner_id,
+            lease_epoch,
+        };
+        Ok(self.release_leases(&[held], now).await? == [true])
+    }
+}
 
 const NOW: i64 = 1_700_000_000_000;
 /// The API's byte bound of one page of events.
@@ -5028,6 +5057,7 @@ every_dialect!(
     a_queue_backlog_lists_its_leasable_runs_oldest_first_and_nothing_else,
     unleased_since_counts_from_when_a_run_last_became_leasable,
     release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_epoch,
+    release_leases_frees_only_the_unacknowledged_of_many_and_says_which,
     a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out,
     the_queue_round_trips_to_the_run_row_its_read_face_and_gate_decisions,
 );
@@ -5423,6 +5453,105 @@ async fn release_lease_frees_only_an_unacknowledged_lease_of_its_holder_at_its_e
         .unwrap();
     assert!(!s.release_lease("done", "r1", e3, NOW + 3).await.unwrap());
     assert_eq!(status_of(&s, "done").await, "completed");
+}
+
+async fn release_leases_frees_only_the_unacknowledged_of_many_and_says_which<F: Fixture>(fx: &F) {
+    let s = fx.store();
+    for (i, t) in ["fresh", "acked", "moved", "ended"].iter().enumerate() {
+        admit_in(&s, t, &format!("s{i}"), "q", NOW).await;
+    }
+    let mut epochs = vec![];
+    for t in ["fresh", "acked", "moved", "ended"] {
+        let lease = s.lease_run(t, "r1", NOW + 1).await.unwrap().unwrap();
+        epochs.push(lease.lease_epoch);
+    }
+    // Acknowledged by a heartbeat; released and leased again by another runner; completed.
+    assert!(s
+        .heartbeat(&beat_by("acked", epochs[1], "r1", "d1", NOW + 2))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(s
+        .release_lease("moved", "r1", epochs[2], NOW + 2)
+        .await
+        .unwrap());
+    let moved = s.lease_run("moved", "r2", NOW + 3).await.unwrap().unwrap();
+    s.set_terminal(&terminal("ended", TerminalStatus::Completed, NOW + 3))
+        .await
+        .unwrap();
+    let held = |task_id, runner_id, lease_epoch| HeldLease {
+        task_id,
+        runner_id,
+        lease_epoch,
+    };
+    let released = s
+        .release_leases(
+            &[
+                held("acked", "r1", epochs[1]),
+                held("fresh", "r1", 0),
+                held("moved", "r1", epochs[2]),
+                held("fresh", "r1", epochs[0]),
+                held("ended", "r1", epochs[3]),
+                held("nope", "r1", 1),
+            ],
+            NOW + 4,
+        )
+        .await
+        .unwrap();
+    assert_eq!(released, [false, false, false, true, false, false]);
+    let fresh = s.get_run("fresh").await.unwrap().unwrap();
+    assert_eq!(
+        (fresh.held_by, fresh.lease_epoch, fresh.updated_at),
+        (None, epochs[0], NOW + 4)
+    );
+    let acked = s.get_run("acked").await.unwrap().unwrap();
+    assert_eq!(acked.held_by.as_deref(), Some("r1"));
+    let moved_row = s.get_run("moved").await.unwrap().unwrap();
+    assert_eq!(
+        (moved_row.held_by.as_deref(), moved_row.lease_epoch),
+        (Some("r2"), moved.lease_epoch)
+    );
+    assert_eq!(status_of(&s, "ended").await, "completed");
+    assert_eq!(ids(&s.queue_backlog("q", 10).await.unwrap()), ["fresh"]);
+    // Past one read's 50 ids: the unacknowledged are found in either read.
+    let mut many = vec![];
+    for i in 0..55 {
+        let t = format!("m{i}");
+        admit_in(&s, &t, &format!("ms{i}"), "q", NOW).await;
+        let e = s
+            .lease_run(&t, "r1", NOW + 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .lease_epoch;
+        if i != 0 && i != 52 {
+            assert!(s
+                .heartbeat(&beat_by(&t, e, "r1", "d1", NOW + 2))
+                .await
+                .unwrap()
+                .is_some());
+        }
+        many.push((t, e));
+    }
+    let many_held: Vec<HeldLease<'_>> = many
+        .iter()
+        .map(|(t, e)| HeldLease {
+            task_id: t,
+            runner_id: "r1",
+            lease_epoch: *e,
+        })
+        .collect();
+    let released = s.release_leases(&many_held, NOW + 4).await.unwrap();
+    let which: Vec<usize> = (0..55).filter(|i| released[*i]).collect();
+    assert_eq!(which, [0, 52]);
+    // Nothing to release sends nothing.
+    assert!(s.release_leases(&[], NOW + 5).await.unwrap().is_empty());
+    assert_eq!(
+        s.release_leases(&[held("fresh", "r1", -1)], NOW + 5)
+            .await
+            .unwrap(),
+        [false]
+    );
 }
 
 async fn a_released_run_is_leasable_again_and_its_old_holder_stays_fenced_out<F: Fixture>(fx: &F) {
