@@ -282,7 +282,8 @@ impl DispatchDo {
     /// (`RunnerStore::release_leases`, [`dispatch::RELEASE_BATCH`] at a time: one read finds the
     /// few still unacknowledged, one batch of fenced writes releases them) and their runs return
     /// too. Then serves, and keeps the alarm at the next follow-up. A release that fails is logged
-    /// and its runs stay out (the reaper's requeue of unacknowledged leases is the backstop).
+    /// and its handouts are followed again `RELEASE_RETRY_MS` later (the reaper's requeue of
+    /// unacknowledged leases is the backstop, should the object lose its memory meanwhile).
     async fn reclaim(&self, cx: &Cx) {
         let now = platform::now_ms();
         let due = self.offers.borrow_mut().due(now);
@@ -303,7 +304,12 @@ impl DispatchDo {
                             }
                         }
                     }
-                    Err(e) => worker::console_error!("dispatch release: {e}"),
+                    Err(e) => {
+                        worker::console_error!("dispatch release: {e}");
+                        self.offers
+                            .borrow_mut()
+                            .retry(batch.to_vec(), now + dispatch::RELEASE_RETRY_MS);
+                    }
                 }
             }
             self.serve(cx, usize::MAX).await;

@@ -50,12 +50,14 @@ pub const BACKLOG_MAX: usize = 4096;
 pub const OFFER_TTL_MS: i64 = 2_000;
 /// Most due leases one release of the dispatcher takes (`RunnerStore::release_leases`: one read of
 /// D1, and a batch of fenced writes for those still unacknowledged); more take several.
-pub const RELEASE_BATCH: usize = 50;
+pub const RELEASE_BATCH: usize = crate::sql::runner_sql::MAX_UNACKED_READ;
 /// How late a dispatcher looks at a handout that fell due, at most ([`Offers::follow_up_at`]): a
 /// lapsed offer goes back, and an unacknowledged lease is released, up to this much after its time.
 /// The ack window is the least a runner is given, so a later look takes nothing from it; and a
 /// queue handing out runs one after another is looked at about twice a second, not once a lease.
 pub const FOLLOW_UP_SLACK_MS: i64 = 500;
+/// How soon a dispatcher tries again to release leases whose release failed (D1 unreachable).
+pub const RELEASE_RETRY_MS: i64 = 5_000;
 /// How many leasable runs one cold refill reads from D1 (oldest first).
 pub const REFILL: i64 = 64;
 /// Most runs one tick's sweep announces again (oldest leasable first): a lost notice delays a run
@@ -343,6 +345,14 @@ impl Offers {
         due
     }
 
+    /// `handouts` taken back by [`Offers::due`] whose release failed: followed again, due at `at`.
+    pub fn retry(&mut self, handouts: impl IntoIterator<Item = Handout>, at: i64) {
+        for mut h in handouts {
+            h.due = at;
+            self.open.push(h);
+        }
+    }
+
     /// When the next handout is due.
     pub fn next_due(&self) -> Option<i64> {
         self.open.iter().map(|h| h.due).min()
@@ -563,6 +573,22 @@ mod tests {
         let due = o.due(5_110);
         assert_eq!(due[0].lease, Some(("r".to_owned(), 4)));
         assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
+    fn handouts_whose_release_failed_are_followed_again_from_the_retry_time() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "a"), 0);
+        o.taken("a", Some(("r".into(), 2)), 0, 1_000);
+        let due = o.due(1_000);
+        assert!(o.is_empty());
+        o.retry(due, 1_000 + RELEASE_RETRY_MS);
+        assert!(o.due(1_000 + RELEASE_RETRY_MS - 1).is_empty());
+        let again = o.due(1_000 + RELEASE_RETRY_MS);
+        assert_eq!(
+            (again[0].ready.task_id.as_str(), &again[0].lease),
+            ("a", &Some(("r".to_owned(), 2)))
+        );
     }
 
     #[test]

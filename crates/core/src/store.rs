@@ -1289,14 +1289,17 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
                     .await?
                     .rows;
                 still.extend(read_rows(&rows, |c| {
-                    (c.str("task_id"), c.str("held_by"), c.i64("lease_epoch"))
+                    let unacked = c.str("status") == "running"
+                        && c.opt_i64("lease_acked").is_some_and(|v| v == 0);
+                    let holder = c.opt_str("held_by").filter(|_| unacked);
+                    (c.str("task_id"), holder, c.i64("lease_epoch"))
                 })?);
             }
             for (w, l) in wanted.iter_mut().zip(leases) {
                 *w = *w
-                    && still
-                        .iter()
-                        .any(|(t, r, e)| t == l.task_id && r == l.runner_id && *e == l.lease_epoch);
+                    && still.iter().any(|(t, r, e)| {
+                        t == l.task_id && r.as_deref() == Some(l.runner_id) && *e == l.lease_epoch
+                    });
             }
         }
         let mut stmts = Vec::new();

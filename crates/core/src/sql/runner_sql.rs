@@ -65,15 +65,15 @@ pub fn leasable_since(d: Dialect, before: i64, limit: i64) -> Stmt {
     )
 }
 
-/// Of the runs `task_ids` (1 to [`MAX_UNACKED_READ`] ids), those still `running`, held and not
-/// acknowledged: `task_id, held_by, lease_epoch`. Primary-key lookups. Read before releasing several
-/// leases, so that the acknowledged ones (nearly all, by the time a dispatcher's follow-up is due)
-/// cost no write.
+/// The lease columns of the runs `task_ids` (1 to [`MAX_UNACKED_READ`] ids): `task_id, status,
+/// held_by, lease_epoch, lease_acked`. Only primary-key lookups (no other predicate a planner could
+/// prefer an index for); the caller keeps the rows still `running`, held by the lease's runner at its
+/// epoch and unacknowledged. Read before releasing several leases, so that the acknowledged ones
+/// (nearly all, by the time a dispatcher's follow-up is due) cost no write.
 pub fn unacked_leases(d: Dialect, task_ids: &[&str]) -> Stmt {
     let mut b = super::Builder::new(
         d,
-        "SELECT task_id, held_by, lease_epoch FROM task_run WHERE status = 'running' \
-         AND held_by IS NOT NULL AND lease_acked = 0 AND task_id IN (",
+        "SELECT task_id, status, held_by, lease_epoch, lease_acked FROM task_run WHERE task_id IN (",
     );
     for (i, id) in task_ids.iter().enumerate() {
         if i > 0 {

@@ -349,6 +349,15 @@ fn every_reaper_runner_ledger_and_list_statement_is_served_by_an_index() {
         "release_lease",
         runner_sql::release_lease(d, "t", "r", 1, 2),
     ));
+    let fifty: Vec<String> = (0..runner_sql::MAX_UNACKED_READ)
+        .map(|i| format!("t{i}"))
+        .collect();
+    let fifty: Vec<&str> = fifty.iter().map(String::as_str).collect();
+    let unacked = plan(&fx, &runner_sql::unacked_leases(d, &fifty));
+    assert!(
+        unacked.iter().any(|l| l.contains("task_id=?")),
+        "unacked_leases: by primary key: {unacked:#?}"
+    );
     runner.extend(
         run_sql::cancel(d, "t", 1)
             .into_iter()
@@ -707,6 +716,14 @@ fn queue_reads_and_writes_are_served_by_an_index<F: PlanFx>(fx: &F, d: Dialect) 
     stmts.push((
         "release_lease".into(),
         runner_sql::release_lease(d, "t000003", "r", 1, 5),
+    ));
+    let fifty: Vec<String> = (0..runner_sql::MAX_UNACKED_READ)
+        .map(|i| format!("t{:06}", i * 7))
+        .collect();
+    let fifty: Vec<&str> = fifty.iter().map(String::as_str).collect();
+    stmts.push((
+        "unacked_leases".into(),
+        runner_sql::unacked_leases(d, &fifty),
     ));
     let lease = runner_sql::try_lease(d, "t000003", "r", 5);
     stmts.push(("try_lease cas".into(), lease[runner_sql::LEASE_CAS].clone()));
