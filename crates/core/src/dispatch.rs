@@ -372,6 +372,11 @@ impl Offers {
 /// and its `reason` (or a plan review's `feedback`); the two counts say what already waits for the
 /// new holder, as an append's answer does.
 pub fn lease_body(l: &Lease) -> String {
+    lease_value(l).json_text()
+}
+
+/// [`lease_body`]'s fields, as a JSON object.
+fn lease_value(l: &Lease) -> crate::json::Value {
     let meta: crate::json::Value = crate::json::parse(&l.meta).unwrap_or_default();
     let mut body = crate::json!({
         "taskId": l.task_id,
@@ -399,7 +404,7 @@ pub fn lease_body(l: &Lease) -> String {
         }
         body["resume"] = resume;
     }
-    body.json_text()
+    body
 }
 
 /// What a dispatcher keeps with each runner's WebSocket (its attachment: it survives hibernation,
@@ -478,7 +483,7 @@ impl crate::json::FromTree for RunnerFrame {
 /// The frame the dispatcher pushes with a lease the dispatcher itself wrote for the socket's
 /// runner: `{"type":"lease", ...}` with the fields of [`lease_body`].
 pub fn lease_frame(l: &Lease) -> String {
-    let mut v: crate::json::Value = crate::json::parse(&lease_body(l)).unwrap_or_default();
+    let mut v = lease_value(l);
     v["type"] = "lease".into();
     v.json_text()
 }
@@ -641,6 +646,9 @@ mod tests {
             (Some("lease"), Some("t"))
         );
         assert_eq!(v["leaseEpoch"], 7);
+        let mut body: crate::json::Value = serde_json::from_str(&lease_body(&l)).unwrap();
+        body["type"] = "lease".into();
+        assert_eq!(v, body, "the frame is the body and its type");
         assert_eq!(
             serde_json::from_str::<RunnerFrame>(r#"{"type":"ready"}"#).unwrap(),
             RunnerFrame::Ready

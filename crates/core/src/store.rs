@@ -846,6 +846,26 @@ fn resume_in(c: &mut Cols<'_>) -> Option<Resume> {
     })
 }
 
+/// A lease's decision to resume from, read from its row's `resume` column:
+/// `[gate_kind, card, decision, reason]` as JSON text (the card as its own text, `reason` null when
+/// none was given).
+fn resume_of_array(text: &str) -> Result<Resume> {
+    let v = crate::json::parse(text).map_err(|e| corrupt(format!("lease resume {text}: {e}")))?;
+    let field = |i: usize| v.as_array().and_then(|a| a.get(i));
+    let text_at = |i: usize| field(i).and_then(|f| f.as_str()).map(str::to_owned);
+    match (text_at(0), text_at(1), text_at(2)) {
+        (Some(kind), Some(card), Some(decision)) => Ok(Resume {
+            kind,
+            card,
+            decision,
+            reason: text_at(3),
+        }),
+        _ => Err(corrupt(format!(
+            "lease resume {text}: not [kind, card, decision, reason]"
+        ))),
+    }
+}
+
 /// What waits for a run's holder, from a row with `cancel_requested` and `steer_pending` (the
 /// heartbeat's, an append's and a lease's reads).
 fn waiting(row: &Row) -> Result<Waiting> {
@@ -1236,15 +1256,17 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
         else {
             return Ok(None);
         };
-        // The decision is a statement of its own (MySQL) or four columns of the lease's row, NULL
-        // when the run resumes from none.
-        let resume_row = match runner_sql::lease_resume(d) {
-            Some(i) => out.get(i).and_then(|o| o.rows.first()),
-            None => Some(r),
-        };
-        let resume = match resume_row {
-            Some(g) => read_row(g, resume_in)?,
-            None => None,
+        // The decision is a statement of its own (MySQL) or one JSON column of the lease's row,
+        // NULL when the run resumes from none.
+        let resume = match runner_sql::lease_resume(d) {
+            Some(i) => match out.get(i).and_then(|o| o.rows.first()) {
+                Some(g) => read_row(g, resume_in)?,
+                None => None,
+            },
+            None => match read_row(r, |c| c.opt_str("resume"))? {
+                Some(text) => Some(resume_of_array(&text)?),
+                None => None,
+            },
         };
         read_row(r, |c| Lease {
             task_id: c.str("task_id"),
