@@ -850,7 +850,7 @@ fn resume_in(c: &mut Cols<'_>) -> Option<Resume> {
 /// `[gate_kind, card, decision, reason]` as JSON text (the card as its own text, `reason` null when
 /// none was given).
 fn resume_of_array(text: &str) -> Result<Resume> {
-    let v = crate::json::parse(text).map_err(|e| corrupt(format!("lease resume {text}: {e}")))?;
+    let v = crate::json::parse(text).map_err(|e| corrupt(format!("a lease's resume: {e}")))?;
     let field = |i: usize| v.as_array().and_then(|a| a.get(i));
     let text_at = |i: usize| field(i).and_then(|f| f.as_str()).map(str::to_owned);
     match (text_at(0), text_at(1), text_at(2)) {
@@ -860,9 +860,10 @@ fn resume_of_array(text: &str) -> Result<Resume> {
             decision,
             reason: text_at(3),
         }),
-        _ => Err(corrupt(format!(
-            "lease resume {text}: not [kind, card, decision, reason]"
-        ))),
+        // Not the text itself: it holds the card, up to 64 KiB.
+        _ => Err(corrupt(
+            "a lease's resume is not [kind, card, decision, reason]".to_owned(),
+        )),
     }
 }
 

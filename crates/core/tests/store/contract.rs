@@ -4005,6 +4005,9 @@ async fn no_read_returns_the_token_or_its_digest<F: Fixture>(fx: &F) {
 }
 
 async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixture>(fx: &F) {
+    // Quotes, a backslash, a newline, a control character and text beyond ASCII: the lease reads
+    // the decision back through each engine's JSON.
+    const REASON: &str = "add tests: \"é\" \\ ☃\n\u{1}";
     let s = fx.store();
     admit(&s, "t1", "s1", None, NOW).await;
     let first = s.lease("r1", DEFAULT_QUEUE, NOW, 1).await.unwrap().unwrap();
@@ -4018,7 +4021,7 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
         DecidePath::PlanReview,
         GateScope::Task("t1"),
         Decision::Revise,
-        Some("add tests"),
+        Some(REASON),
         NOW + 2,
     )
     .await;
@@ -4047,7 +4050,7 @@ async fn the_next_lease_carries_the_decision_until_the_run_parks_again<F: Fixtur
             resume.decision.as_str(),
             resume.reason.as_deref()
         ),
-        ("plan_review", "revise", Some("add tests"))
+        ("plan_review", "revise", Some(REASON))
     );
     assert_eq!(
         sema_core::json::parse(&resume.card).unwrap(),
