@@ -19,18 +19,8 @@ use sema_core::{
 use sema_core::queue::DEFAULT_QUEUE;
 
 /// One lease released through [`RunnerStore::release_leases`], as the dispatcher gives back a lease
-/// its runner left before receiving.
-trait ReleaseOne {
-    async fn release_lease(
-        &self,
-        task_id: &str,
-        runner_id: &str,
-        lease_epoch: i64,
-        now: i64,
-    ) -> Result<bool, StoreError>;
-}
-
-impl<S: RunnerStore> ReleaseOne for S {
+/// its runner left before receiving (every store has it, by the blanket impl below).
+trait ReleaseOne: RunnerStore {
     async fn release_lease(
         &self,
         task_id: &str,
@@ -46,6 +36,8 @@ impl<S: RunnerStore> ReleaseOne for S {
         Ok(self.release_leases(&[held], now).await? == [true])
     }
 }
+
+impl<S: RunnerStore> ReleaseOne for S {}
 
 const NOW: i64 = 1_700_000_000_000;
 /// The API's byte bound of one page of events.
