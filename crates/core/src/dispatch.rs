@@ -300,39 +300,71 @@ pub struct Handout {
 /// has not acknowledged (first heartbeat or append) by its due time is released — fenced on that
 /// runner, that epoch and `lease_acked = 0` — and the run offered again. So a runner that left while
 /// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
+///
+/// Every operation of a hand-over is O(1) however many leases are followed (a busy queue follows
+/// every lease of the last `LEASE_ACK_SEC`: thousands). Handouts sit in three queues, each kept in
+/// order of due: offers, pushed as made (due a fixed TTL after); leases, pushed as taken (due a fixed
+/// window after); and retried releases. So the next due is the least of three fronts, a look takes
+/// from the fronts, and [`Offers::taken`] looks only among the offers whose lease write is in
+/// flight (one per runner being served), newest first. Past [`MAX_FOLLOWED`] leases the earliest
+/// due is no longer followed: the reaper's requeue of unacknowledged leases is its backstop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Offers {
-    open: Vec<Handout>,
+    offered: VecDeque<Handout>,
+    leased: VecDeque<Handout>,
+    retried: VecDeque<Handout>,
+}
+
+/// Most leases one dispatcher follows until their ack window ends (about 30 s of hand-overs at a
+/// thousand a second); past it the earliest due is left to the reaper's requeue.
+pub const MAX_FOLLOWED: usize = 32_768;
+
+/// Puts `h` into `q` in order of due: at the back when it is due no earlier than the back (the
+/// usual case, dues growing with the clock), else after the last handout due no later.
+fn push_in_order(q: &mut VecDeque<Handout>, h: Handout) {
+    let at = q.len() - q.iter().rev().take_while(|o| o.due > h.due).count();
+    q.insert(at, h);
 }
 
 impl Offers {
     pub fn len(&self) -> usize {
-        self.open.len()
+        self.offered.len() + self.leased.len() + self.retried.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
+        self.len() == 0
     }
 
     /// `ready` was offered at `now`.
     pub fn offer(&mut self, ready: Ready, now: i64) {
-        self.open.push(Handout {
+        let h = Handout {
             ready,
             due: now.saturating_add(OFFER_TTL_MS),
             lease: None,
-        });
+        };
+        push_in_order(&mut self.offered, h);
     }
 
-    /// The lease of `task_id` was tried at `now`: lost (`None`), the run is not ours to follow any
-    /// more; won, it is followed until `now + ack_ms`.
+    /// The lease write of the offered `task_id` settled at `now`: lost (`None`), the run is not
+    /// ours to follow any more; won, it is followed until `now + ack_ms`. An offer that already
+    /// lapsed (taken back by [`Offers::due`]) is not followed again.
     pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
-        match lease {
-            None => self.open.retain(|h| h.ready.task_id != task_id),
-            Some(l) => {
-                if let Some(h) = self.open.iter_mut().find(|h| h.ready.task_id == task_id) {
-                    h.lease = Some(l);
-                    h.due = now.saturating_add(ack_ms);
-                }
+        let Some(at) = self
+            .offered
+            .iter()
+            .rposition(|h| h.ready.task_id == task_id)
+        else {
+            return;
+        };
+        let Some(mut h) = self.offered.remove(at) else {
+            return;
+        };
+        if let Some(l) = lease {
+            h.lease = Some(l);
+            h.due = now.saturating_add(ack_ms);
+            push_in_order(&mut self.leased, h);
+            while self.leased.len() > MAX_FOLLOWED {
+                self.leased.pop_front();
             }
         }
     }
@@ -340,8 +372,12 @@ impl Offers {
     /// The handouts due at `now`, removed: an offer whose lease write never settled goes back to the backlog; a
     /// lease is released if still unacknowledged (then its run goes back too).
     pub fn due(&mut self, now: i64) -> Vec<Handout> {
-        let (due, open): (Vec<_>, Vec<_>) = self.open.drain(..).partition(|h| h.due <= now);
-        self.open = open;
+        let mut due = Vec::new();
+        for q in [&mut self.offered, &mut self.leased, &mut self.retried] {
+            while q.front().is_some_and(|h| h.due <= now) {
+                due.extend(q.pop_front());
+            }
+        }
         due
     }
 
@@ -349,13 +385,16 @@ impl Offers {
     pub fn retry(&mut self, handouts: impl IntoIterator<Item = Handout>, at: i64) {
         for mut h in handouts {
             h.due = at;
-            self.open.push(h);
+            push_in_order(&mut self.retried, h);
         }
     }
 
     /// When the next handout is due.
     pub fn next_due(&self) -> Option<i64> {
-        self.open.iter().map(|h| h.due).min()
+        [&self.offered, &self.leased, &self.retried]
+            .into_iter()
+            .filter_map(|q| q.front().map(|h| h.due))
+            .min()
     }
 
     /// When the dispatcher next looks at its handouts: [`FOLLOW_UP_SLACK_MS`] after the first falls
@@ -618,6 +657,55 @@ mod tests {
         let taken: Vec<_> = o.due(look).into_iter().map(|h| h.ready.task_id).collect();
         assert_eq!(taken, ["t0", "t1", "t2"]);
         assert_eq!(o.follow_up_at(), Some(31_001 + 2 * FOLLOW_UP_SLACK_MS));
+    }
+
+    #[test]
+    fn a_run_offered_again_while_its_earlier_lease_is_followed_is_followed_under_each_lease() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "a"), 0);
+        o.taken("a", Some(("r1".into(), 1)), 10, 30_000);
+        // Parked, decided and offered again within the first lease's window.
+        o.offer(ready(1, "a"), 1_000);
+        o.taken("a", Some(("r2".into(), 2)), 1_010, 30_000);
+        assert_eq!(o.len(), 2);
+        let first = o.due(30_010);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].lease, Some(("r1".to_owned(), 1)));
+        let second = o.due(31_010);
+        assert_eq!(second[0].lease, Some(("r2".to_owned(), 2)));
+        // A lost write forgets the offer it settles, never a lease still followed.
+        o.offer(ready(2, "b"), 2_000);
+        o.taken("b", Some(("r1".into(), 3)), 2_010, 30_000);
+        o.offer(ready(2, "b"), 3_000);
+        o.taken("b", None, 3_010, 30_000);
+        assert_eq!(o.len(), 1);
+        assert_eq!(o.next_due(), Some(32_010));
+    }
+
+    #[test]
+    fn handouts_due_out_of_the_clocks_order_are_still_taken_back_in_due_order() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "late"), 500);
+        o.offer(ready(2, "early"), 100);
+        assert_eq!(o.next_due(), Some(100 + OFFER_TTL_MS));
+        let lapsed = o.due(100 + OFFER_TTL_MS);
+        assert_eq!(lapsed.len(), 1);
+        assert_eq!(lapsed[0].ready.task_id, "early");
+        assert_eq!(o.next_due(), Some(500 + OFFER_TTL_MS));
+    }
+
+    #[test]
+    fn past_the_most_followed_leases_the_earliest_due_is_left_to_the_reaper() {
+        let mut o = Offers::default();
+        for i in 0..=MAX_FOLLOWED as i64 {
+            let id = format!("t{i}");
+            o.offer(ready(i, &id), i);
+            o.taken(&id, Some(("r".into(), 1)), i, 30_000);
+        }
+        assert_eq!(o.len(), MAX_FOLLOWED);
+        assert_eq!(o.next_due(), Some(30_001));
+        let first = o.due(30_001);
+        assert_eq!(first[0].ready.task_id, "t1");
     }
 
     #[test]
