@@ -404,6 +404,24 @@ def dispatch_floor_note(by):
     ]
 
 
+def follow_cost_lines(by):
+    """The dispatcher's follow-up bookkeeping per hand-over, natively (`follow-cost`)."""
+    rows = by.get("follow-cost", [])
+    if not rows:
+        return []
+    return [
+        "**What following up its leases costs the dispatcher per hand-over** (`follow-cost`: the core's `Offers`, natively, "
+        "with N leases already followed; a busy queue follows every lease of the last `LEASE_ACK_SEC`, at a thousand "
+        "hand-overs a second 30,000; each hand-over = offer, lease taken, the next follow-up read twice; the Worker runs "
+        "the same code compiled to wasm, slower). Flat in N: the handouts sit in queues ordered by due, and a lease is looked for only among "
+        "the offers whose write is in flight:",
+        "",
+        table(["leases followed", "hand-overs timed", "µs per hand-over"],
+              [[r["followed"], r["hand_overs"], fmt(r["us_per_hand_over"], 3)] for r in rows]),
+        "",
+    ]
+
+
 def queues_section(by):
     """Task queues (issue 13): a waiting runner is offered a run by its queue's dispatcher object."""
     lat = by.get("dispatch-latency", []) + by.get("dispatch-latency-ws", [])
@@ -424,8 +442,9 @@ def queues_section(by):
         "runner per minute); those two figures are quoted from the issue, not measured in this run.",
         "",
         "**Submit → lease with one runner waiting** (long-poll: `waitMs` 20000, the dispatcher writes the lease and answers the wait with it; "
-        "WebSocket: the runner said `ready`, the dispatcher writes the lease and pushes it; from sending the submit to the runner "
-        "reading its lease; before each submit the admin route shows the runner waiting; the first round, a new dispatcher's "
+        "WebSocket: the runner said `ready`, the dispatcher writes the lease and pushes it; from sending the submit to the lease "
+        "arriving at the runner, whose wait or socket is read on a thread of its own, so a lease that comes before the submit's "
+        "answer, as it usually does, is timed when it came; before each submit the admin route shows the runner waiting; the first round, a new dispatcher's "
         "first wait, is a warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once). Session *new*: each "
         "submit opens a new session (a new session object); *warm*: every submit goes into one session whose previous run "
         "was finished. The trivial route's latency on the same target (section 1 and 5b) is the runtime's floor per hop:",
@@ -442,6 +461,7 @@ def queues_section(by):
         ),
         "",
         *dispatch_floor_note(by),
+        *follow_cost_lines(by),
         "**Idle runners** (each holds a long-poll, `waitMs` 25000, re-issued on 204, on a queue with no runs; the idle window "
         "starts once the admin route shows every runner waiting). D1 per idle runner per minute = the round trips of every "
         "lease response, summed, ÷ the runner-minutes spent waiting (the responses that cost any are the new dispatcher's "

@@ -218,6 +218,8 @@ pub struct PathCounts {
     pub contenders: usize,
     /// Appends, and hand-overs, per path.
     pub samples: usize,
+    /// The paths measured (empty: all of [`PATHS`]); for an A/B of one path, not the report.
+    pub only: Vec<String>,
 }
 
 /// The hot paths set beside their floors (bench/report.py's `INTERLEAVED_PATHS` names them).
@@ -284,14 +286,19 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         sessions: 2,
         contenders: n.contenders,
         samples: 10,
+        only: Vec::new(),
     };
-    for path in PATHS {
+    let paths: Vec<&str> = PATHS
+        .into_iter()
+        .filter(|p| n.only.is_empty() || n.only.iter().any(|o| o == p))
+        .collect();
+    for path in paths.iter().copied() {
         for on in path_sides(at) {
             captured(|| run_path(ctx, at, path, on, &warm_up));
         }
     }
     for round in 0..rounds {
-        for (i, path) in PATHS.into_iter().enumerate() {
+        for (i, path) in paths.iter().copied().enumerate() {
             let sides = path_sides(at);
             for k in 0..sides.len() {
                 let on = sides[(round + i + k) % sides.len()];

@@ -13,6 +13,7 @@
 //!   warm-up, apart. Then, over the WebSocket, a design to weigh (`ws-reserved`): the session
 //!   object reserves the waiting socket first and writes the lease in the admission's own batch.
 
+use crate::socket_reader::{Frames, SocketReader};
 use crate::{contention_rounds, emit, percentile, summary, unique};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -20,7 +21,7 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tungstenite::{Message, WebSocket};
+use tungstenite::WebSocket;
 
 /// How long a round waits for the lease or the event before it counts as an error.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -54,10 +55,6 @@ fn query_param<'a>(path: &'a str, name: &str) -> Option<&'a str> {
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// p50/p95/p99/max of `lat` and of the submits' own times, as one result line.
@@ -179,20 +176,6 @@ fn connect(url: &str, queue: &str) -> Result<WebSocket<TcpStream>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The next text frame that satisfies `want`.
-fn read_until(
-    ws: &mut WebSocket<TcpStream>,
-    want: impl Fn(&str) -> bool,
-) -> Result<String, String> {
-    loop {
-        match ws.read().map_err(|e| e.to_string())? {
-            Message::Text(t) if want(t.as_str()) => return Ok(t.as_str().to_owned()),
-            Message::Close(_) => return Err("closed".into()),
-            _ => {}
-        }
-    }
-}
-
 /// Submit → lease rounds: the first is the warm-up, shown apart.
 #[derive(Default)]
 struct Rounds {
@@ -236,8 +219,8 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     } else {
         "ws"
     };
-    let mut ws = match connect(url, &queue) {
-        Ok(ws) => ws,
+    let socket = match connect(url, &queue) {
+        Ok(ws) => SocketReader::start(ws, FLOOR),
         Err(e) => {
             emit(
                 json!({"scenario": "floor-dispatch", "transport": transport, "errors": 1, "error": e}),
@@ -247,30 +230,38 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     };
     let mut rounds = Rounds::default();
     for round in 0..=samples {
-        let waiting = ws
-            .send(Message::text("ready"))
-            .map_err(|e| e.to_string())
-            .and_then(|_| read_until(&mut ws, |t| t == "waiting"));
-        if waiting.is_err() {
+        if socket
+            .ready()
+            .and_then(|_| socket.waiting(DEADLINE))
+            .is_err()
+        {
             rounds.errors += 1;
             break;
         }
         let (run, sent, status, sub_ms) = submit(&a, url, route, &warm_session, &queue);
-        let leased = read_until(&mut ws, |t| t.contains("\"lease\""));
-        let ms = ms_since(sent);
-        let got: Value = leased
-            .as_deref()
-            .ok()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or(Value::Null);
-        let right = status == 202 && got["taskId"] == run.as_str();
-        if !rounds.record(round, right, ms, sub_ms) && leased.is_err() {
-            break; // the socket is gone or stuck: no further round can be measured
+        if status != 202 {
+            // No lease will come for this round, so the socket's reader cannot go on.
+            rounds.errors += 1;
+            break;
         }
+        let Ok((frame, at)) = socket.lease(DEADLINE) else {
+            rounds.errors += 1;
+            break; // the socket is gone or stuck: no further round can be measured
+        };
+        let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
+        let got: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
+        rounds.record(round, got["taskId"] == run.as_str(), ms, sub_ms);
     }
-    let _ = ws.close(None);
+    drop(socket);
     emit(rounds.line(transport, warm));
 }
+
+/// The floor socket's frames: `ready` answered `waiting`, then the lease.
+const FLOOR: Frames = Frames {
+    ready: "ready",
+    waiting: Some(|t| t == "waiting"),
+    lease: |t| t.contains("\"lease\""),
+};
 
 pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool) {
     let queue = unique("fq");

@@ -31,6 +31,8 @@
 //!                                                    listings on a store seeded by bench/scale_seed.py
 //! sema-bench --url PEER peer-admission|peer-contention|peer-end-to-end   the same against LangGraph's dev server
 //! sema-bench sqlite-tx [--rows N]                   raw SQLite single-row transactions (storage ceiling)
+//! sema-bench follow-cost [--followed 1000,10000,30000] [--hand-overs 2000]
+//!                                                    the dispatcher's follow-up bookkeeping per hand-over
 //! ```
 //! `--url` and `--target` may stand before or after the scenario; `sema-bench help SCENARIO` lists
 //! a scenario's flags and defaults.
@@ -43,10 +45,12 @@ mod conflict_load;
 mod end_to_end;
 mod floor;
 mod floor_paths;
+mod follow_cost;
 mod leader;
 mod queues;
 mod queues_ws;
 mod scale;
+mod socket_reader;
 mod steer;
 
 use clap::{Parser, Subcommand};
@@ -1031,6 +1035,16 @@ enum Scenario {
         #[arg(long, default_value_t = 2000)]
         rows: usize,
     },
+    /// The dispatcher's follow-up bookkeeping per hand-over with N leases followed (native, the
+    /// core's code; no server).
+    FollowCost {
+        /// Leases already followed, one measurement each (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,30000")]
+        followed: Vec<usize>,
+        /// Hand-overs timed at each level.
+        #[arg(long, default_value_t = 2000)]
+        hand_overs: usize,
+    },
     /// D1 round trips and statements per operation.
     Cost,
     /// Our admission and the floor Worker's (`bench/floor/`, and `bench/floor-rs/` where given),
@@ -1066,6 +1080,10 @@ enum Scenario {
         /// Appends and hand-overs per side, path and round.
         #[arg(long, default_value_t = 100)]
         samples: usize,
+        /// Only these paths (comma-separated: contention, append, ws-warm, ws-new, long-poll-warm,
+        /// long-poll-new), for an A/B of one path; the report's run measures them all.
+        #[arg(long, value_delimiter = ',')]
+        paths: Vec<String>,
     },
     /// Admission into a warm vs a new session object.
     SessionObject {
@@ -1296,6 +1314,10 @@ fn main() {
             events,
         } => fanout(&ctx, subscribers, events),
         Scenario::SqliteTx { rows } => sqlite_tx(rows),
+        Scenario::FollowCost {
+            followed,
+            hand_overs,
+        } => follow_cost::follow_cost(&followed, hand_overs),
         Scenario::Cost => cost(&ctx),
         Scenario::Reaper { runs, stale } => reaper(&ctx, runs, stale),
         Scenario::SessionObject { rounds } => session_object(&ctx, rounds),
@@ -1311,11 +1333,13 @@ fn main() {
             sessions,
             contenders,
             samples,
+            paths,
         } => {
             let counts = beside_floor::PathCounts {
                 sessions,
                 contenders,
                 samples,
+                only: paths,
             };
             beside_floor::beside_floor_paths(&ctx, &sides.sides(), rounds, &counts)
         }

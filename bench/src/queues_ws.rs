@@ -2,8 +2,9 @@
 //! `dispatch-latency` and `idle-runners`). A runner sends `{"type":"ready"}` and the dispatcher
 //! writes the lease itself and pushes it.
 //!
-//! - `dispatch-latency --ws`: one socket; per round it says ready, the admin route shows it waiting,
-//!   the bench submits and times submit sent → lease frame read. First round: warm-up, apart.
+//! - `dispatch-latency --ws`: one socket, read on a thread of its own (`socket_reader`); per round it
+//!   says ready, the admin route shows it waiting, the bench submits and times submit sent → lease
+//!   frame arrived (often before the submit's answer). First round: warm-up, apart.
 //! - `idle-runners --ws`: N sockets (one thread holds them all: no thread per runner), each ready, on
 //!   a queue with no runs; once the admin route shows N waiting, an idle window of `--seconds`:
 //!   workerd CPU and RSS, the dispatcher's `waiters`/`sockets`/`cold` at both ends. The sockets'
@@ -15,6 +16,7 @@ use crate::queues::{
     await_waiters, clock_ticks, dist, dist_p, idle_window, latency_session, listening_pids,
     ms_since, queue_stats, rss_kib, submit_into, total,
 };
+use crate::socket_reader::{Frames, SocketReader};
 use crate::{emit, unique};
 use serde_json::{json, Value};
 use std::net::TcpStream;
@@ -45,22 +47,6 @@ fn ready(ws: &mut Sock) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// The next lease frame (within the socket's read timeout).
-fn lease(ws: &mut Sock) -> Result<Value, String> {
-    loop {
-        match ws.read().map_err(|e| e.to_string())? {
-            Message::Text(t) => {
-                let v: Value = serde_json::from_str(t.as_str()).map_err(|e| e.to_string())?;
-                if v["type"] == "lease" {
-                    return Ok(v);
-                }
-            }
-            Message::Close(_) => return Err("closed".into()),
-            _ => {}
-        }
-    }
-}
-
 /// `dispatch-latency --ws`.
 pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let queue = unique("qb-latws");
@@ -69,15 +55,15 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let main = agent();
     let (mut lat, mut submit_ms, mut errors, mut not_waiting) = (vec![], vec![], 0usize, 0usize);
     let mut warmup = json!(null);
-    let mut ws = match connect(url, &queue, runner) {
-        Ok(ws) => ws,
+    let socket = match connect(url, &queue, runner) {
+        Ok(ws) => SocketReader::start(ws, OURS),
         Err(e) => {
             emit(json!({"scenario": "dispatch-latency-ws", "errors": 1, "error": e}));
             return;
         }
     };
     for round in 0..=samples {
-        if ready(&mut ws).is_err() {
+        if socket.ready().is_err() {
             errors += 1;
             break;
         }
@@ -93,14 +79,15 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         let sent = Instant::now();
         let sub = submit_into(&main, url, &queue, &latency_session(&warm, "qb-latws"));
         let Some(task) = sub.body["taskId"].as_str().filter(|_| sub.status == 202) else {
-            errors += 1;
-            continue;
-        };
-        let Ok(l) = lease(&mut ws) else {
+            // No lease will come for this round, so the socket's reader cannot go on.
             errors += 1;
             break;
         };
-        let at = Instant::now();
+        let Ok((frame, at)) = socket.lease(LEASE_DEADLINE) else {
+            errors += 1;
+            break;
+        };
+        let l: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
         finish(&main, url, runner, &l);
         if l["taskId"] != task {
             errors += 1;
@@ -114,7 +101,7 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         lat.push(ms);
         submit_ms.push(sub.ms);
     }
-    let _ = ws.close(None);
+    drop(socket);
     let (p50, p99, max) = dist(lat.clone());
     let (s50, s99, _) = dist(submit_ms);
     emit(json!({
@@ -132,6 +119,20 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         "runner_not_waiting_before_submit": not_waiting,
         "errors": errors,
     }));
+}
+
+/// How long a round waits for its lease frame.
+const LEASE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Our runner socket's frames: no answer to `ready` (the admin route shows it waiting).
+const OURS: Frames = Frames {
+    ready: r#"{"type":"ready"}"#,
+    waiting: None,
+    lease: is_lease_frame,
+};
+
+fn is_lease_frame(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| v["type"] == "lease")
 }
 
 /// `idle-runners --ws`.
