@@ -301,13 +301,15 @@ pub struct Handout {
 /// runner, that epoch and `lease_acked = 0` — and the run offered again. So a runner that left while
 /// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
 ///
-/// Every operation of a hand-over is O(1) however many leases are followed (a busy queue follows
-/// every lease of the last `LEASE_ACK_SEC`: thousands). Handouts sit in three queues, each kept in
-/// order of due: offers, pushed as made (due a fixed TTL after); leases, pushed as taken (due a fixed
-/// window after); and retried releases. So the next due is the least of three fronts, a look takes
-/// from the fronts, and [`Offers::taken`] looks only among the offers whose lease write is in
-/// flight (one per runner being served), newest first. Past [`MAX_FOLLOWED`] leases the earliest
-/// due is no longer followed: the reaper's requeue of unacknowledged leases is its backstop.
+/// A hand-over's bookkeeping does not grow with the leases followed (a busy queue follows every
+/// lease of the last `LEASE_ACK_SEC`: thousands). Handouts sit in three queues, each kept in order
+/// of due: offers, pushed as made (due a fixed TTL after); leases (due a fixed window after the
+/// time each was written with); and retried releases. Dues grow with the clock, so a push goes to
+/// the back, or back past the few pushed meanwhile by lease writes that settled first; the next due
+/// is the least of three fronts; a look takes from the fronts; and [`Offers::taken`] looks only
+/// among the offers still open (the lease writes in flight, and failed ones until they lapse),
+/// newest first. At [`MAX_FOLLOWED`] leases a new one is not followed: the reaper's requeue of
+/// unacknowledged leases is its backstop (up to one tick after the ack window).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Offers {
     offered: VecDeque<Handout>,
@@ -315,8 +317,9 @@ pub struct Offers {
     retried: VecDeque<Handout>,
 }
 
-/// Most leases one dispatcher follows until their ack window ends (about 30 s of hand-overs at a
-/// thousand a second); past it the earliest due is left to the reaper's requeue.
+/// Most leases one dispatcher follows until their ack window ends (with the default 30 s window,
+/// a thousand hand-overs a second); a lease written while this many are followed is left to the
+/// reaper's requeue, so above that rate a share of the leases is followed, not none.
 pub const MAX_FOLLOWED: usize = 32_768;
 
 /// Puts `h` into `q` in order of due: at the back when it is due no earlier than the back (the
@@ -345,9 +348,12 @@ impl Offers {
         push_in_order(&mut self.offered, h);
     }
 
-    /// The lease write of the offered `task_id` settled at `now`: lost (`None`), the run is not
-    /// ours to follow any more; won, it is followed until `now + ack_ms`. An offer that already
-    /// lapsed (taken back by [`Offers::due`]) is not followed again.
+    /// The lease write of the offered `task_id` settled: lost (`None`), the run is not ours to
+    /// follow any more; won at `now` (the time the lease was written with, from which the reaper
+    /// counts its window too), it is followed until `now + ack_ms`. It settles the newest open
+    /// offer of that run: one that lapsed meanwhile (taken back by [`Offers::due`]) is not
+    /// followed, unless the run was offered again, whose offer it then settles (that other
+    /// write then loses: the run is held).
     pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
         let Some(at) = self
             .offered
@@ -360,11 +366,10 @@ impl Offers {
             return;
         };
         if let Some(l) = lease {
-            h.lease = Some(l);
-            h.due = now.saturating_add(ack_ms);
-            push_in_order(&mut self.leased, h);
-            while self.leased.len() > MAX_FOLLOWED {
-                self.leased.pop_front();
+            if self.leased.len() < MAX_FOLLOWED {
+                h.lease = Some(l);
+                h.due = now.saturating_add(ack_ms);
+                push_in_order(&mut self.leased, h);
             }
         }
     }
@@ -672,6 +677,7 @@ mod tests {
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].lease, Some(("r1".to_owned(), 1)));
         let second = o.due(31_010);
+        assert_eq!(second.len(), 1);
         assert_eq!(second[0].lease, Some(("r2".to_owned(), 2)));
         // A lost write forgets the offer it settles, never a lease still followed.
         o.offer(ready(2, "b"), 2_000);
@@ -683,29 +689,76 @@ mod tests {
     }
 
     #[test]
-    fn handouts_due_out_of_the_clocks_order_are_still_taken_back_in_due_order() {
+    fn leases_settled_out_of_their_writes_order_are_still_taken_back_in_due_order() {
         let mut o = Offers::default();
-        o.offer(ready(1, "late"), 500);
-        o.offer(ready(2, "early"), 100);
-        assert_eq!(o.next_due(), Some(100 + OFFER_TTL_MS));
-        let lapsed = o.due(100 + OFFER_TTL_MS);
-        assert_eq!(lapsed.len(), 1);
-        assert_eq!(lapsed[0].ready.task_id, "early");
-        assert_eq!(o.next_due(), Some(500 + OFFER_TTL_MS));
+        for (i, id) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            o.offer(ready(i as i64, id), 0);
+        }
+        // Written at 10, 20, 30 and 40; settled in the order 40, 10, 30, 20.
+        for (id, at) in [("d", 40), ("a", 10), ("c", 30), ("b", 20)] {
+            o.taken(id, Some(("r".into(), 1)), at, 1_000);
+        }
+        let mut order = Vec::new();
+        while let Some(at) = o.next_due() {
+            order.extend(o.due(at).into_iter().map(|h| (h.ready.task_id, h.due)));
+        }
+        assert_eq!(
+            order,
+            [
+                ("a".to_owned(), 1_010),
+                ("b".to_owned(), 1_020),
+                ("c".to_owned(), 1_030),
+                ("d".to_owned(), 1_040)
+            ]
+        );
     }
 
     #[test]
-    fn past_the_most_followed_leases_the_earliest_due_is_left_to_the_reaper() {
+    fn the_next_due_is_the_earliest_of_offers_leases_and_retries() {
         let mut o = Offers::default();
-        for i in 0..=MAX_FOLLOWED as i64 {
+        o.offer(ready(1, "leased"), 0);
+        o.taken("leased", Some(("r".into(), 1)), 0, 30_000);
+        let mut retry = o.clone();
+        o.offer(ready(2, "offered"), 100);
+        assert_eq!(o.next_due(), Some(100 + OFFER_TTL_MS));
+        let back = retry.due(30_000);
+        retry.offer(ready(3, "offered"), 30_000);
+        retry.retry(back, 31_000);
+        assert_eq!(retry.next_due(), Some(31_000));
+        assert_eq!(retry.due(31_000)[0].ready.task_id, "leased");
+        assert_eq!(retry.next_due(), Some(30_000 + OFFER_TTL_MS));
+    }
+
+    #[test]
+    fn a_lease_written_after_its_offer_lapsed_is_not_followed() {
+        let mut o = Offers::default();
+        o.offer(ready(1, "a"), 0);
+        assert_eq!(o.due(OFFER_TTL_MS).len(), 1);
+        o.taken("a", Some(("r".into(), 1)), 10, 30_000);
+        assert!(o.is_empty() && o.next_due().is_none());
+    }
+
+    #[test]
+    fn a_lease_written_while_the_most_are_followed_is_left_to_the_reaper() {
+        let mut o = Offers::default();
+        let take = |o: &mut Offers, i: i64| {
             let id = format!("t{i}");
             o.offer(ready(i, &id), i);
             o.taken(&id, Some(("r".into(), 1)), i, 30_000);
+        };
+        for i in 0..=MAX_FOLLOWED as i64 {
+            take(&mut o, i);
         }
         assert_eq!(o.len(), MAX_FOLLOWED);
-        assert_eq!(o.next_due(), Some(30_001));
-        let first = o.due(30_001);
-        assert_eq!(first[0].ready.task_id, "t1");
+        let all = o.due(i64::MAX);
+        assert_eq!(all.first().map(|h| h.ready.task_id.as_str()), Some("t0"));
+        assert_eq!(
+            all.last().map(|h| h.ready.task_id.clone()),
+            Some(format!("t{}", MAX_FOLLOWED - 1))
+        );
+        // Room again: the next lease is followed.
+        take(&mut o, MAX_FOLLOWED as i64 + 1);
+        assert_eq!(o.len(), 1);
     }
 
     #[test]
