@@ -288,6 +288,11 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         samples: 10,
         only: Vec::new(),
     };
+    if let Some(unknown) = n.only.iter().find(|o| !PATHS.contains(&o.as_str())) {
+        emit(json!({"scenario": "beside-floor-paths", "errors": 1,
+            "error": format!("no path {unknown}: the paths are {}", PATHS.join(", "))}));
+        return;
+    }
     let paths: Vec<&str> = PATHS
         .into_iter()
         .filter(|p| n.only.is_empty() || n.only.iter().any(|o| o == p))

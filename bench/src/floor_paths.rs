@@ -183,6 +183,8 @@ struct Rounds {
     submit: Vec<f64>,
     errors: usize,
     warmup: Value,
+    /// Why the rounds stopped before their count, if they did.
+    stopped: Option<String>,
 }
 
 impl Rounds {
@@ -204,6 +206,7 @@ impl Rounds {
         l["transport"] = json!(transport);
         l["session"] = json!(if warm { "warm" } else { "new" });
         l["warmup"] = self.warmup;
+        l["stopped_early"] = json!(self.stopped);
         l
     }
 }
@@ -230,23 +233,26 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     };
     let mut rounds = Rounds::default();
     for round in 0..=samples {
-        if socket
-            .ready()
-            .and_then(|_| socket.waiting(DEADLINE))
-            .is_err()
-        {
+        if let Err(e) = socket.ready().and_then(|_| socket.waiting(DEADLINE)) {
             rounds.errors += 1;
+            rounds.stopped = Some(e);
             break;
         }
         let (run, sent, status, sub_ms) = submit(&a, url, route, &warm_session, &queue);
         if status != 202 {
             // No lease will come for this round, so the socket's reader cannot go on.
             rounds.errors += 1;
+            rounds.stopped = Some(format!("submit answered {status}"));
             break;
         }
-        let Ok((frame, at)) = socket.lease(DEADLINE) else {
-            rounds.errors += 1;
-            break; // the socket is gone or stuck: no further round can be measured
+        let (frame, at) = match socket.lease(DEADLINE) {
+            Ok(read) => read,
+            Err(e) => {
+                // The socket is gone or stuck: no further round can be measured.
+                rounds.errors += 1;
+                rounds.stopped = Some(e);
+                break;
+            }
         };
         let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
         let got: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);

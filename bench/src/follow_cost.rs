@@ -36,6 +36,8 @@ pub fn follow_cost(open: &[usize], hand_overs: usize) {
         for i in 0..n {
             hand_over(&mut offers, i);
         }
+        // What is followed (the dispatcher follows at most `MAX_FOLLOWED`).
+        let followed = offers.len();
         let started = Instant::now();
         for i in n..n + hand_overs {
             hand_over(&mut offers, i);
@@ -43,7 +45,7 @@ pub fn follow_cost(open: &[usize], hand_overs: usize) {
         let us = started.elapsed().as_secs_f64() * 1e6 / hand_overs as f64;
         emit(json!({
             "scenario": "follow-cost",
-            "followed": n,
+            "followed": followed,
             "hand_overs": hand_overs,
             "us_per_hand_over": us,
         }));

@@ -55,6 +55,8 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let main = agent();
     let (mut lat, mut submit_ms, mut errors, mut not_waiting) = (vec![], vec![], 0usize, 0usize);
     let mut warmup = json!(null);
+    // Why the rounds stopped before `samples`, if they did (the socket's reader cannot go on).
+    let mut stopped: Option<String> = None;
     let socket = match connect(url, &queue, runner) {
         Ok(ws) => SocketReader::start(ws, OURS),
         Err(e) => {
@@ -63,8 +65,9 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         }
     };
     for round in 0..=samples {
-        if socket.ready().is_err() {
+        if let Err(e) = socket.ready() {
             errors += 1;
+            stopped = Some(e);
             break;
         }
         let (held, _) = await_waiters(
@@ -81,11 +84,16 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         let Some(task) = sub.body["taskId"].as_str().filter(|_| sub.status == 202) else {
             // No lease will come for this round, so the socket's reader cannot go on.
             errors += 1;
+            stopped = Some(format!("submit answered {}", sub.status));
             break;
         };
-        let Ok((frame, at)) = socket.lease(LEASE_DEADLINE) else {
-            errors += 1;
-            break;
+        let (frame, at) = match socket.lease(LEASE_DEADLINE) {
+            Ok(read) => read,
+            Err(e) => {
+                errors += 1;
+                stopped = Some(e);
+                break;
+            }
         };
         let l: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
         finish(&main, url, runner, &l);
@@ -118,6 +126,7 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         "warmup": warmup,
         "runner_not_waiting_before_submit": not_waiting,
         "errors": errors,
+        "stopped_early": stopped,
     }));
 }
 

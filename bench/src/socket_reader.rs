@@ -6,8 +6,9 @@
 //!
 //! Per round: [`SocketReader::ready`] has the thread send the ready frame (and, for a floor socket,
 //! read its `waiting` answer, [`SocketReader::waiting`]), then read until a lease frame, which
-//! [`SocketReader::lease`] returns with its arrival time. Bounded: every read has the socket's
-//! read timeout, every wait a deadline; dropping the reader closes the socket.
+//! [`SocketReader::lease`] returns with its arrival time. Bounded: every wait has a deadline, and
+//! dropping the reader shuts the socket down, ending a read in progress; a round that failed (the
+//! socket closed, or a frame not read in time) ends the reader, and the scenario with it.
 
 use std::net::TcpStream;
 use std::sync::mpsc;
@@ -33,30 +34,22 @@ pub(crate) struct SocketReader {
     go: Option<mpsc::Sender<()>>,
     got: mpsc::Receiver<Read>,
     thread: Option<JoinHandle<()>>,
+    /// The socket's TCP stream, shut down on drop so a thread blocked in a read ends at once.
+    tcp: Option<TcpStream>,
 }
 
 impl SocketReader {
     /// Moves `ws` onto a reader thread.
     pub fn start(mut ws: WebSocket<TcpStream>, frames: Frames) -> Self {
+        let tcp = ws.get_ref().try_clone().ok();
         let (go, rounds) = mpsc::channel::<()>();
         let (tx, got) = mpsc::channel::<Read>();
         let thread = std::thread::spawn(move || {
             while rounds.recv().is_ok() {
-                if let Err(e) = ws.send(Message::text(frames.ready)) {
-                    let _ = tx.send(Err(e.to_string()));
-                    return;
-                }
-                if let Some(waiting) = frames.waiting {
-                    let read = read_until(&mut ws, waiting);
-                    let stop = read.is_err();
-                    if tx.send(read).is_err() || stop {
-                        return;
-                    }
-                }
-                let read = read_until(&mut ws, frames.lease);
-                let stop = read.is_err();
-                if tx.send(read).is_err() || stop {
-                    return;
+                let read = round(&mut ws, frames, &tx);
+                if read.is_err() {
+                    let _ = tx.send(read);
+                    break;
                 }
             }
             let _ = ws.close(None);
@@ -66,6 +59,7 @@ impl SocketReader {
             go: Some(go),
             got,
             thread: Some(thread),
+            tcp,
         }
     }
 
@@ -96,13 +90,30 @@ impl SocketReader {
 
 impl Drop for SocketReader {
     fn drop(&mut self) {
-        // Closing the rounds' channel ends the thread between rounds; in a read it ends at the
-        // socket's read timeout.
+        // Closing the rounds' channel ends the thread between rounds; shutting the stream down
+        // ends a read in progress.
         self.go.take();
+        if let Some(tcp) = self.tcp.take() {
+            let _ = tcp.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
+}
+
+/// One round on the thread: the ready frame sent, the floor's `waiting` read and passed on, then
+/// the lease frame read; `Ok` once the lease was passed on (an error ends the thread).
+fn round(ws: &mut WebSocket<TcpStream>, frames: Frames, tx: &mpsc::Sender<Read>) -> Read {
+    ws.send(Message::text(frames.ready))
+        .map_err(|e| e.to_string())?;
+    if let Some(waiting) = frames.waiting {
+        let read = read_until(ws, waiting)?;
+        tx.send(Ok(read.clone())).map_err(|e| e.to_string())?;
+    }
+    let read = read_until(ws, frames.lease)?;
+    tx.send(Ok(read.clone())).map_err(|e| e.to_string())?;
+    Ok(read)
 }
 
 /// The next text frame that satisfies `want`, with its arrival time.
