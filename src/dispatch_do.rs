@@ -6,13 +6,14 @@
 //! every lease it wrote without being told.
 //!
 //! A runner that disconnects mid-wait: the runtime does not cancel a request whose client left
-//! while it awaits (measured with workerd), so its wait may still be answered with a lease. The object
-//! follows every handout (`sema_core::dispatch::Offers`): an offer whose lease write never settled
-//! lapses after `OFFER_TTL_MS`, and a won lease its runner has not acknowledged (first heartbeat or append)
-//! within `LEASE_ACK_SEC` is released, fenced on that runner, epoch and `lease_acked = 0`, and
-//! offered again — on the object's alarm (up to `FOLLOW_UP_SLACK_MS` late, so that handouts falling
-//! due together are looked at once), not the reaper's next tick. The gone runner never ran anything
-//! of it; a live one acknowledges long before, and its lease costs one read of D1 shared by up to 50.
+//! while it awaits (measured with workerd), so its wait may still be answered with a lease. The
+//! object follows its handouts (`sema_core::dispatch::Offers`, up to `MAX_FOLLOWED` leases): an
+//! offer whose lease write never settled lapses after `OFFER_TTL_MS`, and a won lease its runner
+//! has not acknowledged (first heartbeat or append) within `LEASE_ACK_SEC` is released, fenced on
+//! that runner, epoch and `lease_acked = 0`, and offered again — on the object's alarm (up to
+//! `FOLLOW_UP_SLACK_MS` late, so that handouts falling due together are looked at once), not the
+//! reaper's next tick. The gone runner never ran anything of it; a live one acknowledges long
+//! before, and its lease costs one read of D1 shared by up to 50.
 //!
 //! Concurrency: the object runs one call at a time between awaits, and `serve` pairs waiters with
 //! runs without an await, so offers are made in order: oldest run to longest-waiting runner; the

@@ -8,9 +8,9 @@
 //! longest-waiting runner at once and writes that runner's lease itself, whether the runner waits
 //! in a long-poll (the lease is the reply to its wait) or on a WebSocket (the lease is pushed). The
 //! runtime does not tell a waiting request that its client left, so a runner that disconnected
-//! mid-wait can be leased a run; the dispatcher follows every lease it wrote ([`Offers`]) and
-//! releases one its runner has not acknowledged within the acknowledgement window, so the run goes
-//! to the next runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
+//! mid-wait can be leased a run; the dispatcher follows the leases it wrote ([`Offers`], up to
+//! [`MAX_FOLLOWED`]) and releases one its runner has not acknowledged within the acknowledgement
+//! window, so the run goes to the next runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
 //! only while its memory is *cold* — just created (the object was evicted or restarted), or after
 //! its backlog overflowed — to learn the queue's backlog; a lost notice only delays a run until the
 //! cron's sweep announces it again.
@@ -302,14 +302,10 @@ pub struct Handout {
 /// waiting holds its run for at most the acknowledgement window, and never ran anything of it.
 ///
 /// A hand-over's bookkeeping does not grow with the leases followed (a busy queue follows every
-/// lease of the last `LEASE_ACK_SEC`: thousands). Handouts sit in three queues, each kept in order
-/// of due: offers, pushed as made (due a fixed TTL after); leases (due a fixed window after the
-/// time each was written with); and retried releases. Dues grow with the clock, so a push goes to
-/// the back, or back past the few pushed meanwhile by lease writes that settled first; the next due
-/// is the least of three fronts; a look takes from the fronts; and [`Offers::taken`] looks only
-/// among the offers still open (the lease writes in flight, and failed ones until they lapse),
-/// newest first. At [`MAX_FOLLOWED`] leases a new one is not followed: the reaper's requeue of
-/// unacknowledged leases is its backstop (up to one tick after the ack window).
+/// lease of the last `LEASE_ACK_SEC`: thousands): offers, leases and retried releases each sit in a
+/// queue ordered by due, and a settled write looks only among the offers still open. At
+/// [`MAX_FOLLOWED`] leases a new one is not followed; the reaper's requeue of unacknowledged leases
+/// is its backstop (up to one tick after the ack window).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Offers {
     offered: VecDeque<Handout>,
@@ -746,19 +742,19 @@ mod tests {
             o.offer(ready(i, &id), i);
             o.taken(&id, Some(("r".into(), 1)), i, 30_000);
         };
-        for i in 0..=MAX_FOLLOWED as i64 {
+        let most = MAX_FOLLOWED as i64;
+        for i in 0..=most {
             take(&mut o, i);
         }
+        // The one past the bound is not followed; the earliest still are.
         assert_eq!(o.len(), MAX_FOLLOWED);
-        let all = o.due(i64::MAX);
-        assert_eq!(all.first().map(|h| h.ready.task_id.as_str()), Some("t0"));
-        assert_eq!(
-            all.last().map(|h| h.ready.task_id.clone()),
-            Some(format!("t{}", MAX_FOLLOWED - 1))
-        );
-        // Room again: the next lease is followed.
-        take(&mut o, MAX_FOLLOWED as i64 + 1);
-        assert_eq!(o.len(), 1);
+        assert_eq!(o.next_due(), Some(30_000));
+        // One falls due: room again, and the next lease is followed.
+        assert_eq!(o.due(30_000)[0].ready.task_id, "t0");
+        take(&mut o, most + 1);
+        assert_eq!(o.len(), MAX_FOLLOWED);
+        let last = o.due(i64::MAX).pop().map(|h| h.ready.task_id);
+        assert_eq!(last, Some(format!("t{}", most + 1)));
     }
 
     #[test]
