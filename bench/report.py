@@ -413,8 +413,9 @@ def follow_cost_lines(by):
         "**What following up its leases costs the dispatcher per hand-over** (`follow-cost`: the core's `Offers`, natively, "
         "with N leases already followed; a busy queue follows every lease of the last `LEASE_ACK_SEC`, at a thousand "
         "hand-overs a second 30,000; each hand-over = offer, lease taken, the next follow-up read twice; the Worker runs "
-        "the same code compiled to wasm, slower). Flat in N: the handouts sit in queues ordered by due, and a lease is looked for only among "
-        "the offers whose write is in flight:",
+        "the same code compiled to wasm, slower). "
+        + ("Flat in N" if max(r["us_per_hand_over"] for r in rows) < 2 * min(r["us_per_hand_over"] for r in rows) else "It grows with N")
+        + " (the handouts sit in queues ordered by due, and a settled lease write looks only among the offers still open):",
         "",
         table(["leases followed", "hand-overs timed", "µs per hand-over"],
               [[r["followed"], r["hand_overs"], fmt(r["us_per_hand_over"], 3)] for r in rows]),
@@ -443,8 +444,9 @@ def queues_section(by):
         "",
         "**Submit → lease with one runner waiting** (long-poll: `waitMs` 20000, the dispatcher writes the lease and answers the wait with it; "
         "WebSocket: the runner said `ready`, the dispatcher writes the lease and pushes it; from sending the submit to the lease "
-        "arriving at the runner, whose wait or socket is read on a thread of its own, so a lease that comes before the submit's "
-        "answer, as it usually does, is timed when it came; before each submit the admin route shows the runner waiting; the first round, a new dispatcher's "
+        "arriving at the runner, whose wait or socket is read on a thread of its own, so a lease is timed when it comes, before "
+        "the submit's answer or after it (the column *lease after the submit response*: negative, it came first); before each "
+        "submit the admin route shows the runner waiting; the first round, a new dispatcher's "
         "first wait, is a warm-up shown apart: a new dispatcher reads its queue's backlog from D1 once). Session *new*: each "
         "submit opens a new session (a new session object); *warm*: every submit goes into one session whose previous run "
         "was finished. The trivial route's latency on the same target (section 1 and 5b) is the runtime's floor per hop:",

@@ -202,7 +202,17 @@ impl Rounds {
     }
 
     fn line(self, transport: &str, warm: bool) -> Value {
+        // The lease's arrival less the submit's answer, per round (negative: the lease came first).
+        let mut after: Vec<f64> = self
+            .lat
+            .iter()
+            .zip(&self.submit)
+            .map(|(l, s)| l - s)
+            .collect();
+        after.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let mut l = line("floor-dispatch", self.lat, self.submit, self.errors);
+        l["lease_after_submit_response_p50_ms"] =
+            json!((!after.is_empty()).then(|| percentile(&after, 50.0)));
         l["transport"] = json!(transport);
         l["session"] = json!(if warm { "warm" } else { "new" });
         l["warmup"] = self.warmup;

@@ -11,8 +11,8 @@ use sema_core::dispatch::{Offers, Ready};
 use serde_json::json;
 use std::time::Instant;
 
-pub fn follow_cost(open: &[usize], hand_overs: usize) {
-    for &n in open {
+pub fn follow_cost(followed: &[usize], hand_overs: usize) {
+    for &n in followed {
         let ids: Vec<String> = (0..n + hand_overs)
             .map(|i| format!("run_0190f3a2-7c1e-7d55-9a4b-{i:012}"))
             .collect();
@@ -37,7 +37,7 @@ pub fn follow_cost(open: &[usize], hand_overs: usize) {
             hand_over(&mut offers, i);
         }
         // What is followed (the dispatcher follows at most `MAX_FOLLOWED`).
-        let followed = offers.len();
+        let held = offers.len();
         let started = Instant::now();
         for i in n..n + hand_overs {
             hand_over(&mut offers, i);
@@ -45,7 +45,7 @@ pub fn follow_cost(open: &[usize], hand_overs: usize) {
         let us = started.elapsed().as_secs_f64() * 1e6 / hand_overs as f64;
         emit(json!({
             "scenario": "follow-cost",
-            "followed": followed,
+            "followed": held,
             "hand_overs": hand_overs,
             "us_per_hand_over": us,
         }));

@@ -55,6 +55,8 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
     let main = agent();
     let (mut lat, mut submit_ms, mut errors, mut not_waiting) = (vec![], vec![], 0usize, 0usize);
     let mut warmup = json!(null);
+    // The lease's arrival less the submit's answer, per round (negative: the lease came first).
+    let mut after_submit = vec![];
     // Why the rounds stopped before `samples`, if they did (the socket's reader cannot go on).
     let mut stopped: Option<String> = None;
     let socket = match connect(url, &queue, runner) {
@@ -108,6 +110,7 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         }
         lat.push(ms);
         submit_ms.push(sub.ms);
+        after_submit.push(ms - sub.ms);
     }
     drop(socket);
     let (p50, p99, max) = dist(lat.clone());
@@ -123,6 +126,8 @@ pub fn dispatch_latency(url: &str, samples: usize, warm_session: bool) {
         "max_ms": max,
         "submit_p50_ms": s50,
         "submit_p99_ms": s99,
+        "lease_after_submit_response_p50_ms": dist_p(&after_submit, 50.0),
+        "lease_after_submit_response_p99_ms": dist_p(&after_submit, 99.0),
         "warmup": warmup,
         "runner_not_waiting_before_submit": not_waiting,
         "errors": errors,

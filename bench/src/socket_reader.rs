@@ -1,14 +1,13 @@
 //! A runner's WebSocket read on a thread of its own, for the hand-over scenarios (ours and the
-//! floors'). The lease frame is timed the moment it arrives: read after the submit's answer, as the
-//! socket was before, it was timed at max(202, lease) — and the lease usually comes first, so that
-//! figure was the submit's round trip, not the hand-over. The long-poll scenarios already time the
-//! lease on the poll's own thread.
+//! floors'): a lease frame is timed the moment it arrives, even while the submit that caused it is
+//! still waiting for its answer (as a long-poll's lease is timed on the poll's own thread).
 //!
 //! Per round: [`SocketReader::ready`] has the thread send the ready frame (and, for a floor socket,
 //! read its `waiting` answer, [`SocketReader::waiting`]), then read until a lease frame, which
-//! [`SocketReader::lease`] returns with its arrival time. Bounded: every wait has a deadline, and
-//! dropping the reader shuts the socket down, ending a read in progress; a round that failed (the
-//! socket closed, or a frame not read in time) ends the reader, and the scenario with it.
+//! [`SocketReader::lease`] returns with its arrival time. Bounded: every wait has a deadline; a
+//! round that failed (the socket closed, or a frame not read in time) ends the reader, and the
+//! scenario with it. Dropping the reader between rounds closes the socket with a close frame;
+//! dropping it with a round in flight shuts the socket down, ending the read.
 
 use std::net::TcpStream;
 use std::sync::mpsc;
@@ -34,8 +33,11 @@ pub(crate) struct SocketReader {
     go: Option<mpsc::Sender<()>>,
     got: mpsc::Receiver<Read>,
     thread: Option<JoinHandle<()>>,
-    /// The socket's TCP stream, shut down on drop so a thread blocked in a read ends at once.
+    /// The socket's TCP stream, shut down on drop while a round is in flight, so a thread
+    /// blocked in a read ends at once.
     tcp: Option<TcpStream>,
+    /// A round was asked for and its lease not yet returned.
+    in_flight: std::cell::Cell<bool>,
 }
 
 impl SocketReader {
@@ -46,9 +48,8 @@ impl SocketReader {
         let (tx, got) = mpsc::channel::<Read>();
         let thread = std::thread::spawn(move || {
             while rounds.recv().is_ok() {
-                let read = round(&mut ws, frames, &tx);
-                if read.is_err() {
-                    let _ = tx.send(read);
+                if let Err(e) = round(&mut ws, frames, &tx) {
+                    let _ = tx.send(Err(e));
                     break;
                 }
             }
@@ -60,11 +61,13 @@ impl SocketReader {
             got,
             thread: Some(thread),
             tcp,
+            in_flight: std::cell::Cell::new(false),
         }
     }
 
     /// Has the runner say it wants a run (its socket then waits for the lease frame).
     pub fn ready(&self) -> Result<(), String> {
+        self.in_flight.set(true);
         self.go
             .as_ref()
             .and_then(|g| g.send(()).ok())
@@ -78,7 +81,9 @@ impl SocketReader {
 
     /// The next lease frame and when it arrived.
     pub fn lease(&self, deadline: Duration) -> Read {
-        self.next(deadline)
+        let read = self.next(deadline);
+        self.in_flight.set(read.is_err());
+        read
     }
 
     fn next(&self, deadline: Duration) -> Read {
@@ -90,10 +95,10 @@ impl SocketReader {
 
 impl Drop for SocketReader {
     fn drop(&mut self) {
-        // Closing the rounds' channel ends the thread between rounds; shutting the stream down
-        // ends a read in progress.
+        // Closing the rounds' channel ends the thread between rounds (it closes the socket);
+        // shutting the stream down ends a read in progress.
         self.go.take();
-        if let Some(tcp) = self.tcp.take() {
+        if let Some(tcp) = self.tcp.take().filter(|_| self.in_flight.get()) {
             let _ = tcp.shutdown(std::net::Shutdown::Both);
         }
         if let Some(t) = self.thread.take() {
@@ -103,17 +108,20 @@ impl Drop for SocketReader {
 }
 
 /// One round on the thread: the ready frame sent, the floor's `waiting` read and passed on, then
-/// the lease frame read; `Ok` once the lease was passed on (an error ends the thread).
-fn round(ws: &mut WebSocket<TcpStream>, frames: Frames, tx: &mpsc::Sender<Read>) -> Read {
+/// the lease frame read and passed on (an error ends the thread).
+fn round(
+    ws: &mut WebSocket<TcpStream>,
+    frames: Frames,
+    tx: &mpsc::Sender<Read>,
+) -> Result<(), String> {
     ws.send(Message::text(frames.ready))
         .map_err(|e| e.to_string())?;
     if let Some(waiting) = frames.waiting {
         let read = read_until(ws, waiting)?;
-        tx.send(Ok(read.clone())).map_err(|e| e.to_string())?;
+        tx.send(Ok(read)).map_err(|e| e.to_string())?;
     }
     let read = read_until(ws, frames.lease)?;
-    tx.send(Ok(read.clone())).map_err(|e| e.to_string())?;
-    Ok(read)
+    tx.send(Ok(read)).map_err(|e| e.to_string())
 }
 
 /// The next text frame that satisfies `want`, with its arrival time.
