@@ -633,14 +633,17 @@ impl DispatchDo {
     /// unacknowledged leases is the backstop.
     async fn give_back(&self, cx: &Cx, ready: Ready, runner_id: &str, lease_epoch: i64, now: i64) {
         self.offers.borrow_mut().taken(&ready.task_id, None, now, 0);
-        let handout = Handout {
-            ready,
-            due: now,
-            lease: Some((runner_id.to_owned(), lease_epoch)),
-        };
-        match release(cx, std::slice::from_ref(&handout), platform::now_ms()).await {
-            Ok(released) if released == [true] => self.backlog.borrow_mut().add([handout.ready]),
-            Ok(_) => {}
+        let released: Result<bool, Failure> = async {
+            let store = cx.store()?;
+            let at = platform::now_ms();
+            Ok(store
+                .release_lease(&ready.task_id, runner_id, lease_epoch, at)
+                .await?)
+        }
+        .await;
+        match released {
+            Ok(true) => self.backlog.borrow_mut().add([ready]),
+            Ok(false) => {}
             Err(e) => worker::console_error!("dispatch release: {e}"),
         }
     }

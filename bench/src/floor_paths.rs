@@ -13,6 +13,7 @@
 //!   warm-up, apart. Then, over the WebSocket, a design to weigh (`ws-reserved`): the session
 //!   object reserves the waiting socket first and writes the lease in the admission's own batch.
 
+use crate::queues::ms_since;
 use crate::socket_reader::{Frames, SocketReader};
 use crate::{contention_rounds, emit, percentile, summary, unique};
 use serde_json::{json, Value};
@@ -264,7 +265,7 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
                 break;
             }
         };
-        let ms = at.duration_since(sent).as_secs_f64() * 1000.0;
+        let ms = ms_since(sent, at);
         let got: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
         rounds.record(round, got["taskId"] == run.as_str(), ms, sub_ms);
     }

@@ -43,7 +43,7 @@ fn connect(url: &str, queue: &str, runner: &str) -> Result<Sock, String> {
 }
 
 fn ready(ws: &mut Sock) -> Result<(), String> {
-    ws.send(Message::text(json!({"type": "ready"}).to_string()))
+    ws.send(Message::text(OURS.ready))
         .map_err(|e| e.to_string())
 }
 

@@ -10,10 +10,11 @@
 //! runtime does not tell a waiting request that its client left, so a runner that disconnected
 //! mid-wait can be leased a run; the dispatcher follows the leases it wrote ([`Offers`], up to
 //! [`MAX_FOLLOWED`]) and releases one its runner has not acknowledged within the acknowledgement
-//! window, so the run goes to the next runner within that window instead of waiting for the reaper. A runner that waits costs no D1 query: the dispatcher queries D1
-//! only while its memory is *cold* — just created (the object was evicted or restarted), or after
-//! its backlog overflowed — to learn the queue's backlog; a lost notice only delays a run until the
-//! cron's sweep announces it again.
+//! window, so the run goes to the next runner within that window instead of waiting for the reaper.
+//! A runner that waits costs no D1 query: the dispatcher queries D1 only while its memory is
+//! *cold* — just created (the object was evicted or restarted), or after its backlog overflowed —
+//! to learn the queue's backlog; a lost notice only delays a run until the cron's sweep announces
+//! it again.
 //!
 //! Sharding: one object per queue, named by [`object_name`]. A queue too busy for one object is
 //! split by naming several queues (`gpu-1`, `gpu-2`, …) and pointing runner pools at each; the
@@ -351,22 +352,17 @@ impl Offers {
     /// followed, unless the run was offered again, whose offer it then settles (that other
     /// write then loses: the run is held).
     pub fn taken(&mut self, task_id: &str, lease: Option<(String, i64)>, now: i64, ack_ms: i64) {
-        let Some(at) = self
+        let at = self
             .offered
             .iter()
-            .rposition(|h| h.ready.task_id == task_id)
-        else {
+            .rposition(|h| h.ready.task_id == task_id);
+        let Some(mut h) = at.and_then(|at| self.offered.remove(at)) else {
             return;
         };
-        let Some(mut h) = self.offered.remove(at) else {
-            return;
-        };
-        if let Some(l) = lease {
-            if self.leased.len() < MAX_FOLLOWED {
-                h.lease = Some(l);
-                h.due = now.saturating_add(ack_ms);
-                push_in_order(&mut self.leased, h);
-            }
+        if let Some(l) = lease.filter(|_| self.leased.len() < MAX_FOLLOWED) {
+            h.lease = Some(l);
+            h.due = now.saturating_add(ack_ms);
+            push_in_order(&mut self.leased, h);
         }
     }
 

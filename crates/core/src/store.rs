@@ -539,6 +539,23 @@ pub trait RunnerStore {
     /// now; any later lease moves the epoch on). Whether each was released by this call, in order;
     /// a lease with an epoch below 1 is false without a statement, and an empty list sends nothing.
     async fn release_leases(&self, leases: &[HeldLease<'_>], now: i64) -> Result<Vec<bool>>;
+
+    /// [`RunnerStore::release_leases`] of one lease (a socket that closed while its lease was
+    /// written): whether this call released it.
+    async fn release_lease(
+        &self,
+        task_id: &str,
+        runner_id: &str,
+        lease_epoch: i64,
+        now: i64,
+    ) -> Result<bool> {
+        let lease = HeldLease {
+            task_id,
+            runner_id,
+            lease_epoch,
+        };
+        Ok(self.release_leases(&[lease], now).await? == [true])
+    }
 }
 
 /// Human gates (SPEC-api §5.3–§5.6): the runner's park, a client's decision, reads of pending gates,
@@ -1260,14 +1277,15 @@ impl<E: Executor> RunnerStore for SqlStore<E> {
         // The decision is a statement of its own (MySQL) or one JSON column of the lease's row,
         // NULL when the run resumes from none.
         let resume = match runner_sql::lease_resume(d) {
-            Some(i) => match out.get(i).and_then(|o| o.rows.first()) {
-                Some(g) => read_row(g, resume_in)?,
-                None => None,
-            },
-            None => match read_row(r, |c| c.opt_str("resume"))? {
-                Some(text) => Some(resume_of_array(&text)?),
-                None => None,
-            },
+            Some(i) => out
+                .get(i)
+                .and_then(|o| o.rows.first())
+                .map(|g| read_row(g, resume_in))
+                .transpose()?
+                .flatten(),
+            None => read_row(r, |c| c.opt_str("resume"))?
+                .map(|text| resume_of_array(&text))
+                .transpose()?,
         };
         read_row(r, |c| Lease {
             task_id: c.str("task_id"),

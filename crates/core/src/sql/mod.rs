@@ -339,6 +339,18 @@ impl Builder {
         self
     }
 
+    /// Appends `(p1, p2, …)` binding each of `values` (not empty: `IN ()` is not SQL).
+    pub fn bind_list(&mut self, values: &[&str]) -> &mut Self {
+        self.push("(");
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.bind(*v);
+        }
+        self.push(")")
+    }
+
     pub fn build(self) -> Stmt {
         Stmt::new(self.sql, self.params)
     }

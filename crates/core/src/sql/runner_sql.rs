@@ -73,15 +73,9 @@ pub fn leasable_since(d: Dialect, before: i64, limit: i64) -> Stmt {
 pub fn unacked_leases(d: Dialect, task_ids: &[&str]) -> Stmt {
     let mut b = super::Builder::new(
         d,
-        "SELECT task_id, status, held_by, lease_epoch, lease_acked FROM task_run WHERE task_id IN (",
+        "SELECT task_id, status, held_by, lease_epoch, lease_acked FROM task_run WHERE task_id IN ",
     );
-    for (i, id) in task_ids.iter().enumerate() {
-        if i > 0 {
-            b.push(", ");
-        }
-        b.bind(*id);
-    }
-    b.push(")");
+    b.bind_list(task_ids);
     b.build()
 }
 

@@ -265,16 +265,6 @@ pub const PURGE_EVENTS: usize = 0;
 /// idempotency bindings and gates, one batch; each statement re-checks that the run is still
 /// purgeable at `before`. `task_ids` must not be empty (an empty `IN ()` is not SQL).
 pub fn purge_runs(d: Dialect, task_ids: &[&str], before: i64) -> Vec<Stmt> {
-    let ids = |b: &mut Builder| {
-        b.push("(");
-        for (i, id) in task_ids.iter().enumerate() {
-            if i > 0 {
-                b.push(", ");
-            }
-            b.bind(*id);
-        }
-        b.push(")");
-    };
     let child = |table: &str| {
         let mut b = Builder::new(
             d,
@@ -282,14 +272,14 @@ pub fn purge_runs(d: Dialect, task_ids: &[&str], before: i64) -> Vec<Stmt> {
                 "DELETE FROM {table} WHERE task_id IN (SELECT tr.task_id FROM task_run tr WHERE tr.task_id IN "
             ),
         );
-        ids(&mut b);
+        b.bind_list(task_ids);
         b.push(" AND ");
         purgeable(&mut b, "tr", before);
         b.push(")");
         b.build()
     };
     let mut runs = Builder::new(d, "DELETE FROM task_run WHERE task_id IN ");
-    ids(&mut runs);
+    runs.bind_list(task_ids);
     runs.push(" AND ");
     purgeable(&mut runs, "task_run", before);
     vec![

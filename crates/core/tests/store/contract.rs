@@ -18,27 +18,6 @@ use sema_core::{
 
 use sema_core::queue::DEFAULT_QUEUE;
 
-/// One lease released through [`RunnerStore::release_leases`], as the dispatcher gives back a lease
-/// its runner left before receiving (every store has it, by the blanket impl below).
-trait ReleaseOne: RunnerStore {
-    async fn release_lease(
-        &self,
-        task_id: &str,
-        runner_id: &str,
-        lease_epoch: i64,
-        now: i64,
-    ) -> Result<bool, StoreError> {
-        let held = HeldLease {
-            task_id,
-            runner_id,
-            lease_epoch,
-        };
-        Ok(self.release_leases(&[held], now).await? == [true])
-    }
-}
-
-impl<S: RunnerStore> ReleaseOne for S {}
-
 const NOW: i64 = 1_700_000_000_000;
 /// The API's byte bound of one page of events.
 const PAGE_BYTES: i64 = sema_core::sql::event_sql::EVENT_PAGE_MAX_BYTES;
