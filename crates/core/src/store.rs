@@ -12,7 +12,7 @@
 //! | [`AdmissionStore`] | the session object admitting a run | `create_run`, `take_over_and_create`, `get_session`, `claim_holder`, `claim_by_task`, `idempotency`, `release_claim_of` |
 //! | [`RunReadStore`] | HTTP reads, stream replay | `get_run`, `list_runs`, `list_sessions`, `events_after` |
 //! | [`LedgerStore`] | the session object writing a run's ledger and end | `append_events`, `finish_run`, `add_steer`, `cancel`, `set_terminal`, `fail_if_unchanged` |
-//! | [`RunnerStore`] | the stateless runner routes, the queues' dispatchers | `lease`, `lease_run`, `heartbeat`, `queue_backlog`, `unleased_since`, `release_leases` |
+//! | [`RunnerStore`] | the stateless runner routes, the queues' dispatchers | `lease`, `lease_run`, `heartbeat`, `queue_backlog`, `unleased_since`, `release_leases` (and `release_lease`, one of them) |
 //! | [`GateStore`] | human gates: the runner's park, decisions, reads of pending gates | `park`, `resolve_gate`, `pending_gate`, `list_pending_gates`, `request_cancel`, `is_cancel_requested` |
 //! | [`ReaperStore`] | the cron handler | `reap_stale`, `requeue_unacked_leases`, `fail_parked_with_expired_checkpoint`, `reap_parked_older_than`, `sweep_claims`, `delete_by_session`, `record_tick`, `recent_ticks` |
 //! | [`LeaderRunStore`] | leader runs (SPEC-core §5.5) | `create_leader_run`, `get_leader_run`, `get_leader_run_by_idem`, `list_leader_runs`, `running_leader_ids`, `finish_leader_run`, `reap_stale_leader_runs`, `backdate_leader_run_for_test` |
