@@ -241,7 +241,8 @@ def targets_section(by):
             o and o[0] <= 10, None, over_stops(o))
 
     # Conflicts under 100 simultaneous submits.
-    con, peer_con, fl_con = direct("contention"), next(iter(by.get("peer-contention", [])), None), direct("floor-contention")
+    con, peer_con = direct("contention"), next(iter(by.get("peer-contention", [])), None)
+    fl_con = floor_line(by, "floor-contention", "design") or floor_line(by, "floor-contention", "bare")
     need = peer_con and peer_con["p99_ms"] / 5
     add("409 p99 under 100 simultaneous submits ≤ 1/5 of the peer's" + (f" ({fmt(need)} ms)" if need else " (the peer not measured)"),
         con and f"{fmt(con['p99_ms'])} ms", fl_con and f"{fmt(fl_con['p99_ms'])} ms",
@@ -371,7 +372,8 @@ def leader_section(by):
 def dispatch_floor_note(by):
     """Issue 13's target beside the floor of the same hand-over (section 10's `floor-dispatch`)."""
     rows = [r for r in by.get("floor-dispatch", []) if "p50_ms" in r]
-    fl = [r for r in rows if r.get("transport") != "ws-reserved"]
+    # The design's hand-over (a run before the two sets of parts had only the bare one, unnamed).
+    fl = [r for r in rows if r.get("transport") != "ws-reserved" and r.get("parts", "design") == "design"]
     reserved = {r["session"]: r for r in rows if r.get("transport") == "ws-reserved"}
     if not fl:
         return []
@@ -661,6 +663,17 @@ def beside_floor(by):
     return out + [f"Errors across the interleaved lines: {errors}.", ""]
 
 
+def floor_line(by, scenario, parts, **kw):
+    """The floor Worker's line of `scenario` through `parts` ("design": the product's own statements on its schema;
+    "bare": tables without indexes), workerd-direct. A run from before the two sets of parts has one line, without
+    `parts`: the bare parts'."""
+    rows = pick(by.get(scenario, []), target="workerd-direct", **kw)
+    named = [r for r in rows if r.get("parts") == parts]
+    if named or any("parts" in r for r in rows):
+        return next(iter(named), None)
+    return next(iter(rows), None) if parts == "bare" else None
+
+
 # What the floor Worker's admission does (bench/floor/floor.js, `FloorDo.admit`), as the rows say it.
 FLOOR_ADMISSION = "(the submit's body read and carried as the run's objective; D1 batch, then storage + alarm written unconfirmed)"
 
@@ -669,19 +682,37 @@ def paths_beside_floor(by):
     """The other hot paths (conflict, append, lease) beside their floors (`sema-bench floor-paths`)."""
     direct = lambda scen, **kw: next(iter(pick(by.get(scen, []), target="workerd-direct", **kw)), None)
     paths = [
-        ("409 under 100 simultaneous submits", direct("contention"), direct("floor-contention"),
-         f"one object per session; the first submit takes the claim {FLOOR_ADMISSION}, the other 99 are answered 409 from memory"),
-        ("append → SSE receipt", direct("events-latency"), direct("floor-append"),
-         "the Worker reads the runner's body; the object writes it as the event's row and the run's last seq in one D1 batch, "
-         "then as the data of a frame to the stream it holds"),
+        ("409 under 100 simultaneous submits", direct("contention"), floor_line(by, "floor-contention", "design"),
+         "the design's: one object per session; the first submit takes the claim with the product's own admission batch "
+         "into its schema, storage + alarm written unconfirmed; the other 99 are answered 409 from memory"),
+        ("409 under 100 simultaneous submits (bare parts)", direct("contention"), floor_line(by, "floor-contention", "bare"),
+         f"one object per session; the first submit takes the claim {FLOOR_ADMISSION} into tables without indexes, "
+         "the other 99 are answered 409 from memory"),
+        ("append → SSE receipt", direct("events-latency"), floor_line(by, "floor-append", "design"),
+         "the design's: the Worker reads the runner's body; the object writes its event with the product's own append "
+         "batch (the fenced counter update returning what waits for the holder, the fenced event row), then the body as "
+         "the data of a frame to the stream it holds"),
+        ("append → SSE receipt (bare parts)", direct("events-latency"), floor_line(by, "floor-append", "bare"),
+         "the Worker reads the runner's body; the object writes it as the event's row and the run's last seq in one D1 "
+         "batch into tables without indexes, then as the data of a frame to the stream it holds"),
     ]
+    hand = lambda transport: ("pushes it on the socket" if transport == "WebSocket"
+                              else "answers the waiting request with it")
     for transport, ours_scen in [("WebSocket", "dispatch-latency-ws"), ("long-poll", "dispatch-latency")]:
         for session in ["new", "warm"]:
-            fl = direct("floor-dispatch", transport="ws" if transport == "WebSocket" else "long-poll", session=session)
-            paths.append((f"submit → lease, {transport}, {session} session", direct(ours_scen, session=session), fl,
-                          f"admission {FLOOR_ADMISSION}, the queue object told without waiting; "
-                          + ("it writes the lease (one conditional update) and pushes it on the socket" if transport == "WebSocket"
-                             else "it writes the lease (one conditional update) and answers the waiting request with it")))
+            tr = "ws" if transport == "WebSocket" else "long-poll"
+            name = f"submit → lease, {transport}, {session} session"
+            ours = direct(ours_scen, session=session)
+            design = floor_line(by, "floor-dispatch", "design", transport=tr, session=session)
+            bare = floor_line(by, "floor-dispatch", "bare", transport=tr, session=session)
+            if design:
+                paths.append((name, ours, design,
+                              "the design's: the product's own admission batch into its schema, storage + alarm written "
+                              "unconfirmed, the queue object told without waiting; it writes the lease with the product's "
+                              f"own lease statement and {hand(transport)} (what a runner is told)"))
+            paths.append((f"{name} (bare parts)" if design else name, ours, bare,
+                          f"admission {FLOOR_ADMISSION} into tables without indexes, the queue object told without waiting; "
+                          f"it writes the lease (one conditional update returning two columns) and {hand(transport)}"))
     rows = []
     for name, ours, fl, parts in paths:
         if not (ours and fl):
@@ -776,7 +807,10 @@ def paths_interleaved(by):
         "not, and over the WebSocket ours also has the bench's polls of the dispatcher's admin route until the runner shows "
         "waiting (the floor's socket answers `ready` with `waiting` itself, so it needs none); ours' append window also "
         "holds the run's submit, lease and stream opening and its finish, once per measurement. The latencies are like "
-        "for like:",
+        "for like. Each path's floor is the design's, as admission's is (`schema-alarm-queue`): the product's own "
+        "statements on its schema (its admission batch for the claim and the hand-over, its append batch, its lease "
+        "statement); the bare parts' figures (the same calls writing tables without indexes) stand in the table above, "
+        "measured alone:",
         "",
         table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "range", "overhead p99 %", "range",
                "ours CPU ms", "floor CPU ms", "CPU overhead %", "range"], out_rows),

@@ -26,9 +26,17 @@
 //   POST /claim?o=NAME&id=K            a submit into a session: a conflict (the object already holds or
 //                                      is taking a claim) is answered 409 from memory at once; otherwise
 //                                      the object takes the claim, then D1 batch + storage + alarm, 202
+//   POST /schema-claim?o=NAME&id=K     /claim through the design's parts: the admission batch is the
+//                                      product's own into its schema (as /schema-alarm)
 //   GET  /sse?o=NAME                   an event stream held by the object
 //   POST /append?o=NAME&id=K           the object writes one event and the run's last seq (one D1
 //                                      batch), then writes it to every stream it holds, and answers
+//   POST /schema-lease?o=NAME&id=K     a run for /schema-append: the product's admission batch, then
+//                                      its lease statement for the floor's runner (epoch 1)
+//   POST /schema-append?o=NAME&id=K    /append through the design's parts: the product's append batch
+//                                      (`event_sql::append`, one event: the fenced update of the run's
+//                                      counter returning what waits for its holder, the fenced insert
+//                                      of the event's row), the event's type and data from the body
 //   GET  /queue-connect?q=Q            a WebSocket held by the queue object (hibernation API); a
 //                                      `ready` text is answered `waiting` once the socket is in line
 //   POST /poll?q=Q                     a long-poll: waits in the queue object, which writes its lease
@@ -38,6 +46,11 @@
 //                                      the queue object without waiting for it: the object writes
 //                                      the lease for a waiting long-poll (its answer) or for a ready
 //                                      socket (pushed on it)
+//   POST /schema-dispatch?o=NAME&id=K&q=Q  the hand-over of the design that ships: the product's
+//                                      admission batch into its schema, storage and alarm as
+//                                      /schema-alarm, then the queue object told without waiting;
+//                                      it writes the lease with the product's own lease statement
+//                                      (`runner_sql::try_lease`) and hands over what a runner is told
 //   POST /tell?p=PREFIX&n=N&at=A       the reaper tick's notices: from one invocation, N objects
 //                                      (PREFIX-0 … PREFIX-N-1, new if the prefix is) each called once,
 //                                      A at a time; each reads its state from storage, as ours does
@@ -134,6 +147,31 @@ async function cancelBatch(db, id) {
   ]);
 }
 
+/** The runner the design's append scenario leases its run to (`/schema-lease`), at epoch 1. */
+const FLOOR_RUNNER = "floor-runner";
+
+/**
+ * The product's append batch for one event (`event_sql::append`, SQLite text) by the run's holder at
+ * `epoch`: the event's seq, or null when the fence refused it (the run is not held so).
+ */
+async function appendSchemaBatch(db, run, epoch, runner, type, data) {
+  const now = Date.now();
+  const [fence] = await db.batch([
+    db.prepare(
+      "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4, heartbeat_at = ?4, lease_acked = 1 " +
+        "WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running' " +
+        "RETURNING last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 " +
+        "AND delivered_at IS NULL) AS steer_pending",
+    ).bind(run, epoch, 1, now, runner),
+    db.prepare(
+      "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) " +
+        "SELECT ?1, last_seq - ?3, ?4, ?5, ?6, ?7 FROM task_run " +
+        "WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
+    ).bind(run, epoch, 0, type, data, null, now, runner),
+  ]);
+  return fence.results[0]?.last_seq ?? null;
+}
+
 async function appendBatch(db, run, seq, body) {
   await ensureTables(db);
   await db.batch([
@@ -150,6 +188,45 @@ async function leaseRun(db, id, runner) {
     .bind(id, runner)
     .all();
   return results[0] ?? null;
+}
+
+/**
+ * The product's own lease (`runner_sql::try_lease`, SQLite text) on its schema: the compare-and-set,
+ * with what waits for the new holder (cancel, steer count, the decision it resumes from) read back in
+ * the same statement. What a runner is told (`dispatch::lease_frame`'s fields, without `type`), or
+ * null when it was leased already. The bench's runs resume from no decision (NULL); one would come
+ * as the row's array.
+ */
+const LEASE_SCHEMA =
+  "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, heartbeat_at = ?3, updated_at = ?3 " +
+  "WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL " +
+  "RETURNING task_id, session_id, lease_epoch, objective, meta, last_seq, created_at, cancel_requested, " +
+  "(SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending, " +
+  "CASE WHEN last_seq > 0 THEN (SELECT json_array(gate_kind, card, decision, reason) FROM gate_checkpoint " +
+  "WHERE task_id = ?1 AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1) END AS resume";
+
+async function leaseSchemaRun(db, id, runner) {
+  const { results } = await db.prepare(LEASE_SCHEMA).bind(id, runner, Date.now()).all();
+  const r = results[0];
+  if (!r) return null;
+  const lease = {
+    taskId: r.task_id,
+    sessionId: r.session_id,
+    leaseEpoch: r.lease_epoch,
+    objective: r.objective,
+    meta: JSON.parse(r.meta),
+    lastSeq: r.last_seq,
+    cancelRequested: r.cancel_requested === 1,
+    steerPending: r.steer_pending,
+  };
+  if (r.resume !== null) lease.resume = JSON.parse(r.resume);
+  return lease;
+}
+
+/** The bare lease as a runner is told it, or null. */
+async function leaseBareRun(db, id, runner) {
+  const lease = await leaseRun(db, id, runner);
+  return lease && { taskId: lease.id, leaseEpoch: lease.epoch };
 }
 
 /** Calls objects PREFIX-0 … PREFIX-(n-1) once each (`/do-read`), `at` in flight; the wall ms taken. */
@@ -170,7 +247,7 @@ async function tell(env, prefix, n, at) {
  * The parts that stand beside a path of ours whose request has a body (a submit's, an append's):
  * the Worker reads it and the object carries it, as ours does (an empty body carries a fixed one).
  */
-const BODY_PARTS = new Set(["/claim", "/append", "/admit-dispatch", "/admit-reserve", "/do-d1-storage-alarm", "/schema-alarm", "/schema-alarm-queue"]);
+const BODY_PARTS = new Set(["/claim", "/schema-claim", "/append", "/schema-append", "/admit-dispatch", "/schema-dispatch", "/admit-reserve", "/do-d1-storage-alarm", "/schema-alarm", "/schema-alarm-queue"]);
 
 const queueOf = (env, name) => env.FLOOR_QUEUE.get(env.FLOOR_QUEUE.idFromName(name));
 const json = (body, status = 200) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
@@ -222,10 +299,28 @@ export class FloorDo extends DurableObject {
   async call(part, id, q, body = null) {
     switch (part) {
       case "/claim":
+      case "/schema-claim":
         if (this.claim) return [409, JSON.stringify({ error: "busy", errorCode: "session_busy" })];
         this.claim = id;
-        await this.admit(id, null, body ?? undefined);
+        if (part === "/schema-claim") {
+          await schemaBatch(this.env.DB, id, body ?? undefined);
+          await this.remember();
+        } else {
+          await this.admit(id, null, body ?? undefined);
+        }
         return [202, JSON.stringify({ taskId: id })];
+      case "/schema-lease":
+        await schemaBatch(this.env.DB, id);
+        return (await leaseSchemaRun(this.env.DB, id, FLOOR_RUNNER)) ? OK : [409, "{\"error\":\"not leased\"}"];
+      case "/schema-append": {
+        const event = body ?? "{\"events\":[{\"type\":\"text_delta\",\"data\":{}}]}";
+        const [first] = JSON.parse(event).events;
+        const seq = await appendSchemaBatch(this.env.DB, id, 1, FLOOR_RUNNER, first.type, JSON.stringify(first.data));
+        if (seq === null) return [409, "{\"error\":\"the lease is not held\"}"];
+        const frame = enc.encode(`id: ${seq}\ndata: ${event}\n\n`);
+        for (const w of this.streams ?? []) w.write(frame).catch(() => this.streams.delete(w));
+        return [200, JSON.stringify({ seqs: [seq] })];
+      }
       case "/append": {
         const seq = (this.seq = (this.seq ?? 0) + 1);
         const event = body ?? "{\"type\":\"text_delta\"}";
@@ -245,6 +340,12 @@ export class FloorDo extends DurableObject {
         (key ? queue.call("/deliver", key, id) : queue.call("/offer", null, id)).catch(() => {});
         return [202, JSON.stringify({ taskId: id })];
       }
+      case "/schema-dispatch":
+        await schemaBatch(this.env.DB, id, body ?? undefined);
+        await this.remember();
+        // Not awaited, as ours: the answer does not wait for the hand-over.
+        queueOf(this.env, q).call("/offer-schema", null, id).catch(() => {});
+        return [202, JSON.stringify({ taskId: id })];
       case "/do":
         return OK;
       case "/do-read":
@@ -326,17 +427,20 @@ export class FloorQueue extends DurableObject {
         ws?.send(JSON.stringify({ type: "lease", taskId: id, leaseEpoch: 1 }));
         return null;
       }
-      case "/offer": {
+      case "/offer":
+      case "/offer-schema": {
+        // `/offer`: the lease of a run in the floor's own table; `/offer-schema`: the product's.
+        const lease = part === "/offer-schema" ? leaseSchemaRun : leaseBareRun;
         const poll = this.polls.shift();
         if (poll) {
           // As ours: the queue object writes a long-poll's lease and answers its wait with it.
-          poll(await leaseRun(this.env.DB, id, "floor-poll"));
+          poll(await lease(this.env.DB, id, "floor-poll"));
           return null;
         }
         const ws = this.ready.shift();
         if (ws) {
-          const lease = await leaseRun(this.env.DB, id, "floor-socket");
-          if (lease) ws.send(JSON.stringify({ type: "lease", taskId: lease.id, leaseEpoch: lease.epoch }));
+          const leased = await lease(this.env.DB, id, "floor-socket");
+          if (leased) ws.send(JSON.stringify({ type: "lease", ...leased }));
         }
         return null;
       }
@@ -378,7 +482,7 @@ export default {
     if (url.pathname === "/poll") {
       if (!queue) return new Response("q= names the queue", { status: 400 });
       const lease = await queue.call("/poll");
-      return lease ? json({ taskId: lease.id, leaseEpoch: lease.epoch }) : new Response(null, { status: 204 });
+      return lease ? json(lease) : new Response(null, { status: 204 });
     }
     if (url.pathname === "/tell") {
       const prefix = url.searchParams.get("p");

@@ -220,6 +220,9 @@ pub struct PathCounts {
     pub samples: usize,
     /// The paths measured (empty: all of [`PATHS`]); for an A/B of one path, not the report.
     pub only: Vec<String>,
+    /// The floors' parts: the design's (the report's), or the bare parts' for an A/B of the floor
+    /// itself.
+    pub parts: floor_paths::Parts,
 }
 
 /// The hot paths set beside their floors (bench/report.py's `INTERLEAVED_PATHS` names them).
@@ -248,15 +251,15 @@ fn run_path(ctx: &Ctx, at: &Sides, path: &str, on: On, n: &PathCounts) {
     let ours = on == On::Ours;
     match (path, ours) {
         ("contention", true) => contention(ctx, n.sessions, n.contenders),
-        ("contention", false) => floor_paths::contention(floor, n.sessions, n.contenders),
+        ("contention", false) => floor_paths::contention(floor, n.sessions, n.contenders, n.parts),
         ("append", true) => events_latency(ctx, n.samples),
-        ("append", false) => floor_paths::append(floor, n.samples),
+        ("append", false) => floor_paths::append(floor, n.samples, n.parts),
         (p, true) if p.starts_with("ws-") => queues_ws::dispatch_latency(&ctx.url, n.samples, warm),
         (p, false) if p.starts_with("ws-") => {
-            floor_paths::dispatch_ws(floor, n.samples, warm, "admit-dispatch")
+            floor_paths::dispatch_ws(floor, n.samples, warm, n.parts.hand_over())
         }
         (_, true) => queues::dispatch_latency(&ctx.url, n.samples, warm),
-        (_, false) => floor_paths::dispatch_poll(floor, n.samples, warm),
+        (_, false) => floor_paths::dispatch_poll(floor, n.samples, warm, n.parts),
     }
 }
 
@@ -287,6 +290,7 @@ pub fn beside_floor_paths(ctx: &Ctx, at: &Sides, rounds: usize, n: &PathCounts) 
         contenders: n.contenders,
         samples: 10,
         only: Vec::new(),
+        parts: n.parts,
     };
     if let Some(unknown) = n.only.iter().find(|o| !PATHS.contains(&o.as_str())) {
         emit(json!({"scenario": "beside-floor-paths", "errors": 1,

@@ -74,12 +74,14 @@ fn post_part_as(agent: &ureq::Agent, url: &str, part: &str, object: &str, id: &s
 pub(crate) fn body_for(part: &str, session: &str) -> Option<String> {
     match part.trim_start_matches('/') {
         "claim"
+        | "schema-claim"
         | "admit-dispatch"
+        | "schema-dispatch"
         | "admit-reserve"
         | "do-d1-storage-alarm"
         | "schema-alarm"
         | "schema-alarm-queue" => Some(submit_body(session).to_string()),
-        "append" => Some(one_event_append(1, "0 ").to_string()),
+        "append" | "schema-append" => Some(one_event_append(1, "0 ").to_string()),
         _ => None,
     }
 }

@@ -12,6 +12,12 @@
 //!   lease and answers the wait with it), into a new session object each time and into one warm one. First round:
 //!   warm-up, apart. Then, over the WebSocket, a design to weigh (`ws-reserved`): the session
 //!   object reserves the waiting socket first and writes the lease in the admission's own batch.
+//!
+//! Each path through two sets of [`Parts`]: the design's (the product's own statements on its
+//! schema: its admission batch, its append batch, its lease statement), which `beside-floor-paths`
+//! sets ours beside, as `beside-floor` sets admission beside `schema-alarm-queue`; and the bare
+//! parts (the same calls in the same order, writing tables without indexes: three inserts, an event
+//! row and a counter, a lease returning two columns).
 
 use crate::queues::ms_since;
 use crate::socket_reader::{Frames, SocketReader};
@@ -74,12 +80,56 @@ fn line(scenario: &str, mut lat: Vec<f64>, mut submit: Vec<f64>, errors: usize) 
     l
 }
 
+/// Which of the floor Worker's parts a path goes through.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Parts {
+    /// The product's own statements on its schema (the design's floor).
+    Design,
+    /// The same calls writing tables without indexes.
+    Bare,
+}
+
+impl Parts {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Parts::Design => "design",
+            Parts::Bare => "bare",
+        }
+    }
+
+    /// A submit that takes the claim or meets it.
+    fn claim(self) -> &'static str {
+        match self {
+            Parts::Design => "schema-claim",
+            Parts::Bare => "claim",
+        }
+    }
+
+    /// The part that makes the append scenario's run, and the append.
+    fn append(self) -> (&'static str, &'static str) {
+        match self {
+            Parts::Design => ("schema-lease", "schema-append"),
+            Parts::Bare => ("do-d1-storage", "append"),
+        }
+    }
+
+    /// An admission that tells the queue object, which writes the lease.
+    pub(crate) fn hand_over(self) -> &'static str {
+        match self {
+            Parts::Design => "schema-dispatch",
+            Parts::Bare => "admit-dispatch",
+        }
+    }
+}
+
 pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize) {
-    contention(url, sessions, contenders);
-    append(url, samples);
-    for warm in [false, true] {
-        dispatch_ws(url, samples, warm, "admit-dispatch");
-        dispatch_poll(url, samples, warm);
+    for parts in [Parts::Design, Parts::Bare] {
+        contention(url, sessions, contenders, parts);
+        append(url, samples, parts);
+        for warm in [false, true] {
+            dispatch_ws(url, samples, warm, parts.hand_over());
+            dispatch_poll(url, samples, warm, parts);
+        }
     }
     // A design to weigh beside ours: the lease written in the admission's own D1 batch.
     for warm in [false, true] {
@@ -88,8 +138,9 @@ pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize
 }
 
 /// `contenders` simultaneous claims on each of `sessions` new objects: exactly one 202 each.
-pub(crate) fn contention(url: &str, sessions: usize, contenders: usize) {
-    contention_rounds(
+pub(crate) fn contention(url: &str, sessions: usize, contenders: usize, parts: Parts) {
+    let claim = parts.claim();
+    let mut l = contention_rounds(
         "floor-contention",
         sessions,
         contenders,
@@ -99,17 +150,25 @@ pub(crate) fn contention(url: &str, sessions: usize, contenders: usize) {
             let (status, _, ms) = post(
                 agent,
                 url,
-                &format!("/claim?o={session}&id={}", unique("fci")),
+                &format!("/{claim}?o={session}&id={}", unique("fci")),
             );
             (status, ms)
         },
     );
+    l["parts"] = json!(parts.name());
+    emit(l);
 }
 
-pub(crate) fn append(url: &str, samples: usize) {
+pub(crate) fn append(url: &str, samples: usize, parts: Parts) {
     let (object, run) = (unique("fa"), unique("far"));
     let a = agent();
-    post(&a, url, &format!("/do-d1-storage?o={object}&id={run}"));
+    let (setup, append) = parts.append();
+    let (status, _, _) = post(&a, url, &format!("/{setup}?o={object}&id={run}"));
+    if status != 200 {
+        let e = format!("{setup} answered {status}");
+        emit(json!({"scenario": "floor-append", "parts": parts.name(), "errors": 1, "error": e}));
+        return;
+    }
     let (tx, rx) = mpsc::channel::<(i64, Instant)>();
     let stream_url = format!("{url}/sse?o={object}");
     // The stream never ends; the reader stops at its read timeout once the appends stop.
@@ -133,7 +192,7 @@ pub(crate) fn append(url: &str, samples: usize) {
     let (mut lat, mut errors) = (vec![], 0);
     for _ in 0..samples {
         let sent = Instant::now();
-        let (status, body, _) = post(&a, url, &format!("/append?o={object}&id={run}"));
+        let (status, body, _) = post(&a, url, &format!("/{append}?o={object}&id={run}"));
         let seq = body["seqs"][0].as_i64().unwrap_or(-1);
         match rx.recv_timeout(DEADLINE) {
             Ok((got, at)) if status == 200 && got == seq => {
@@ -142,7 +201,9 @@ pub(crate) fn append(url: &str, samples: usize) {
             _ => errors += 1,
         }
     }
-    emit(line("floor-append", lat, vec![], errors));
+    let mut l = line("floor-append", lat, vec![], errors);
+    l["parts"] = json!(parts.name());
+    emit(l);
 }
 
 /// Submits one new run through `route` into the warm session object (or a new one) on `queue`:
@@ -202,7 +263,7 @@ impl Rounds {
         right
     }
 
-    fn line(self, transport: &str, warm: bool) -> Value {
+    fn line(self, transport: &str, route: &str, warm: bool) -> Value {
         // The lease's arrival less the submit's answer, per round (negative: the lease came first).
         let mut after: Vec<f64> = self
             .lat
@@ -215,6 +276,11 @@ impl Rounds {
         l["lease_after_submit_response_p50_ms"] =
             json!((!after.is_empty()).then(|| percentile(&after, 50.0)));
         l["transport"] = json!(transport);
+        l["parts"] = json!(match route {
+            "admit-dispatch" => "bare",
+            "schema-dispatch" => "design",
+            _ => route,
+        });
         l["session"] = json!(if warm { "warm" } else { "new" });
         l["warmup"] = self.warmup;
         l["stopped_early"] = json!(self.stopped);
@@ -222,8 +288,8 @@ impl Rounds {
     }
 }
 
-/// `route`: `admit-dispatch` (the shape of ours) or `admit-reserve` (the lease in the admission's
-/// batch, for a socket the session object reserved first).
+/// `route`: a [`Parts::hand_over`] (the shape of ours), or `admit-reserve` (the lease in the
+/// admission's batch, for a socket the session object reserved first).
 pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
@@ -270,7 +336,7 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
         rounds.record(round, got["taskId"] == run.as_str(), ms, sub_ms);
     }
     drop(socket);
-    emit(rounds.line(transport, warm));
+    emit(rounds.line(transport, route, warm));
 }
 
 /// The floor socket's frames: `ready` answered `waiting`, then the lease.
@@ -280,7 +346,8 @@ const FLOOR: Frames = Frames {
     lease: |t| t.contains("\"lease\""),
 };
 
-pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool) {
+pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool, parts: Parts) {
+    let route = parts.hand_over();
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let main = agent();
@@ -315,8 +382,7 @@ pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool) {
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            let (run, sent, status, sub_ms) =
-                submit(&main, url, "admit-dispatch", &warm_session, &queue);
+            let (run, sent, status, sub_ms) = submit(&main, url, route, &warm_session, &queue);
             let Ok((got, at)) = rx.recv_timeout(DEADLINE) else {
                 rounds.errors += 1;
                 break; // the runner is gone or stuck: no further round can be measured
@@ -332,12 +398,12 @@ pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool) {
         // Release the runner: one more run reaches it, and it stops after it.
         stop.store(true, Ordering::SeqCst);
         let path = format!(
-            "/admit-dispatch?o={}&id={}&q={queue}",
+            "/{route}?o={}&id={}&q={queue}",
             unique("fds"),
             unique("fdr")
         );
         post(&main, url, &path);
         drop(rx);
     });
-    emit(rounds.line("long-poll", warm));
+    emit(rounds.line("long-poll", route, warm));
 }

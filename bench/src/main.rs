@@ -455,7 +455,7 @@ fn admission_warm(ctx: &Ctx, per_level: usize) {
 }
 
 /// `contenders` simultaneous submits to each of `sessions` fresh sessions (from `new_session`):
-/// counts sessions where exactly one was `accepted`, and the latency of the 409s.
+/// counts sessions where exactly one was `accepted`, and the latency of the 409s: the result line.
 fn contention_rounds(
     scenario: &str,
     sessions: usize,
@@ -463,7 +463,7 @@ fn contention_rounds(
     accepted: u16,
     new_session: impl Fn() -> String,
     submit: impl Fn(&ureq::Agent, &str) -> (u16, f64) + Sync,
-) {
+) -> Value {
     let mut conflicts = vec![];
     let (mut exactly_one, mut accepted_total, mut other) = (0, 0, 0);
     let start = Instant::now();
@@ -506,19 +506,19 @@ fn contention_rounds(
     line["conflicts_409"] = json!(conflicts.len());
     line["errors"] = json!(other);
     line["requests_per_s"] = json!((sessions * contenders) as f64 / elapsed);
-    emit(line);
+    line
 }
 
 /// `contenders` simultaneous submits to each of `sessions` fresh sessions: exactly one 202 each.
 fn contention(ctx: &Ctx, sessions: usize, contenders: usize) {
-    contention_rounds(
+    emit(contention_rounds(
         "contention",
         sessions,
         contenders,
         202,
         || unique("cont"),
         |agent, session| timed_submit(agent, &ctx.url, session),
-    );
+    ));
 }
 
 /// `subscribers` SSE clients on one run; `events` appended one per call; per-delivery latency.
@@ -849,14 +849,14 @@ fn peer_admission(ctx: &Ctx, per_level: usize) {
 /// Contention against the peer: `contenders` simultaneous runs on one thread, `reject`, the first
 /// holding the thread for 5 s.
 fn peer_contention(ctx: &Ctx, sessions: usize, contenders: usize) {
-    contention_rounds(
+    emit(contention_rounds(
         "peer-contention",
         sessions,
         contenders,
         200,
         uuid_like,
         |agent, thread| peer_submit(agent, &ctx.url, thread, 5_000),
-    );
+    ));
 }
 
 /// Where admission time goes: sequential submits into one warm session object (cancelled between
@@ -1084,6 +1084,10 @@ enum Scenario {
         /// long-poll-new), for an A/B of one path; the report's run measures them all.
         #[arg(long, value_delimiter = ',')]
         paths: Vec<String>,
+        /// The floors' parts: the design's (the product's own statements on its schema; the
+        /// report's), or, for an A/B of the floor itself, the bare parts (tables without indexes).
+        #[arg(long, value_enum, default_value_t = floor_paths::Parts::Design)]
+        floor_parts: floor_paths::Parts,
     },
     /// Admission into a warm vs a new session object.
     SessionObject {
@@ -1334,12 +1338,14 @@ fn main() {
             contenders,
             samples,
             paths,
+            floor_parts,
         } => {
             let counts = beside_floor::PathCounts {
                 sessions,
                 contenders,
                 samples,
                 only: paths,
+                parts: floor_parts,
             };
             beside_floor::beside_floor_paths(&ctx, &sides.sides(), rounds, &counts)
         }

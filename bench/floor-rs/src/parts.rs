@@ -46,10 +46,13 @@ fn stub(env: &Env, binding: &str, name: &str) -> worker::Result<FloorRpc> {
 
 /// The parts that stand beside a path of ours whose request has a body (floor.js `BODY_PARTS`, those
 /// this floor has): the Worker reads it and the object carries it, as ours does.
-const BODY_PARTS: [&str; 5] = [
+const BODY_PARTS: [&str; 8] = [
     "/claim",
+    "/schema-claim",
     "/append",
+    "/schema-append",
     "/admit-dispatch",
+    "/schema-dispatch",
     "/schema-alarm",
     "/schema-alarm-queue",
 ];
@@ -258,6 +261,56 @@ async fn admit_batch(db: &D1Database, id: &str, body: Option<&str>) -> Result<()
     Ok(())
 }
 
+/// The runner the design's append scenario leases its run to (`/schema-lease`), at epoch 1.
+const FLOOR_RUNNER: &str = "floor-runner";
+
+/// The product's append batch for one event (`event_sql::append`, SQLite text; floor.js
+/// `appendSchemaBatch`) by the run's holder at `epoch`: the event's seq, or `None` when the fence
+/// refused it.
+async fn append_schema_batch(
+    db: &D1Database,
+    run: &str,
+    epoch: f64,
+    runner: &str,
+    kind: &JsValue,
+    data: &JsValue,
+) -> Result<Option<f64>, Failed> {
+    let (run, epoch, runner, now) = (
+        JsValue::from_str(run),
+        JsValue::from_f64(epoch),
+        JsValue::from_str(runner),
+        JsValue::from_f64(now()),
+    );
+    let out = batch(
+        db,
+        vec![
+            prep(
+                db,
+                "UPDATE task_run SET last_seq = last_seq + ?3, updated_at = ?4, heartbeat_at = ?4, lease_acked = 1 \
+                 WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?5 AND status = 'running' \
+                 RETURNING last_seq, cancel_requested, (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 \
+                 AND delivered_at IS NULL) AS steer_pending",
+                &[run.clone(), epoch.clone(), 1.into(), now.clone(), runner.clone()],
+            )?,
+            prep(
+                db,
+                "INSERT INTO run_event (task_id, seq, type, data, event_id, created_at) \
+                 SELECT ?1, last_seq - ?3, ?4, ?5, ?6, ?7 FROM task_run \
+                 WHERE task_id = ?1 AND lease_epoch = ?2 AND held_by = ?8 AND status = 'running'",
+                &[run, epoch, 0.into(), kind.clone(), data.clone(), JsValue::NULL, now, runner],
+            )?,
+        ],
+    )
+    .await?;
+    let fence = js_sys::Array::from(&out).get(0);
+    let rows: js_sys::Array = js_sys::Reflect::get(&fence, &"results".into())?.dyn_into()?;
+    let row = rows.get(0);
+    if row.is_undefined() {
+        return Ok(None);
+    }
+    Ok(js_sys::Reflect::get(&row, &"last_seq".into())?.as_f64())
+}
+
 async fn append_batch(db: &D1Database, run: &str, seq: u64, event: &str) -> Result<(), Failed> {
     ensure_tables(db).await?;
     let (run, seq) = (JsValue::from_str(run), JsValue::from_f64(seq as f64));
@@ -362,10 +415,11 @@ impl FloorDo {
         self.remember().await
     }
 
-    /// Queue `q` told of the run without waiting, as the product tells its dispatcher.
-    fn offer(&self, q: &str, id: &str) -> Result<(), Failed> {
+    /// Queue `q` told of the run without waiting, as the product tells its dispatcher: `offer` is
+    /// `/offer` (the lease of a run in the floor's own table) or `/offer-schema` (the product's).
+    fn offer(&self, offer: &str, q: &str, id: &str) -> Result<(), Failed> {
         let queue = stub(&self.env, "FLOOR_QUEUE", q)?;
-        let promise = queue.call("/offer", &JsValue::NULL, &JsValue::from_str(id))?;
+        let promise = queue.call(offer, &JsValue::NULL, &JsValue::from_str(id))?;
         wasm_bindgen_futures::spawn_local(async move {
             let _ = JsFuture::from(promise).await;
         });
@@ -387,7 +441,7 @@ impl FloorDo {
         let id = id.unwrap_or_default();
         let body = body.as_deref();
         match part.as_str() {
-            "/claim" => {
+            "/claim" | "/schema-claim" => {
                 if self.claim.borrow().is_some() {
                     return Ok(framed(
                         409,
@@ -395,8 +449,41 @@ impl FloorDo {
                     ));
                 }
                 *self.claim.borrow_mut() = Some(id.clone());
-                self.admit(&id, body).await?;
+                if part == "/schema-claim" {
+                    schema_batch(&self.env.d1("DB")?, &id, body).await?;
+                    self.remember().await?;
+                } else {
+                    self.admit(&id, body).await?;
+                }
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
+            }
+            "/schema-lease" => {
+                let db = self.env.d1("DB")?;
+                schema_batch(&db, &id, None).await?;
+                Ok(match lease_schema_run(&db, &id, FLOOR_RUNNER).await? {
+                    Some(_) => framed(200, "{\"ok\":true}"),
+                    None => framed(409, "{\"error\":\"not leased\"}"),
+                })
+            }
+            "/schema-append" => {
+                let event = body.unwrap_or("{\"events\":[{\"type\":\"text_delta\",\"data\":{}}]}");
+                let parsed = js_sys::JSON::parse(event)?;
+                let events: js_sys::Array =
+                    js_sys::Reflect::get(&parsed, &"events".into())?.dyn_into()?;
+                let first = events.get(0);
+                let kind = js_sys::Reflect::get(&first, &"type".into())?;
+                let data = js_sys::JSON::stringify(&js_sys::Reflect::get(&first, &"data".into())?)?;
+                let db = self.env.d1("DB")?;
+                let Some(seq) =
+                    append_schema_batch(&db, &id, 1.0, FLOOR_RUNNER, &kind, &data.into()).await?
+                else {
+                    return Ok(framed(409, "{\"error\":\"the lease is not held\"}"));
+                };
+                let frame = format!("id: {seq}\ndata: {event}\n\n").into_bytes();
+                self.streams
+                    .borrow_mut()
+                    .retain_mut(|w| w.try_send(Ok(frame.clone())).is_ok());
+                Ok(framed(200, &format!("{{\"seqs\":[{seq}]}}")))
             }
             "/append" => {
                 let seq = self.seq.get() + 1;
@@ -418,14 +505,20 @@ impl FloorDo {
                 schema_batch(&self.env.d1("DB")?, &id, body).await?;
                 self.remember().await?;
                 if part == "/schema-alarm-queue" {
-                    self.offer("default", &id)?;
+                    self.offer("/offer", "default", &id)?;
                 }
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/admit-dispatch" => {
                 self.admit(&id, body).await?;
                 // Not awaited, as ours: the answer does not wait for the hand-over.
-                self.offer(q.as_deref().unwrap_or("default"), &id)?;
+                self.offer("/offer", q.as_deref().unwrap_or("default"), &id)?;
+                Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
+            }
+            "/schema-dispatch" => {
+                schema_batch(&self.env.d1("DB")?, &id, body).await?;
+                self.remember().await?;
+                self.offer("/offer-schema", q.as_deref().unwrap_or("default"), &id)?;
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/do-d1-storage" => {
@@ -470,6 +563,50 @@ async fn lease_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Fai
         "{{\"type\":\"lease\",\"taskId\":\"{task}\",\"leaseEpoch\":{epoch}}}"
     )))
 }
+
+/// The product's own lease statement (`runner_sql::try_lease`, SQLite text) on the product's schema,
+/// as floor.js `leaseSchemaRun`: the compare-and-set with what waits for the new holder (cancel, steer
+/// count, the decision it resumes from) read back in the same statement; what a runner is told
+/// (`dispatch::lease_frame`'s fields), or `None` when it was leased already.
+async fn lease_schema_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Failed> {
+    let stmt = prep(db, LEASE_SCHEMA, &[id.into(), runner.into(), now().into()])?;
+    let result = JsFuture::from(stmt.inner().all()?).await?;
+    let rows: js_sys::Array = js_sys::Reflect::get(&result, &"results".into())?.dyn_into()?;
+    let row = rows.get(0);
+    if row.is_undefined() {
+        return Ok(None);
+    }
+    let get = |k: &str| js_sys::Reflect::get(&row, &k.into());
+    let lease = js_sys::Object::new();
+    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&lease, &k.into(), v);
+    set("type", &"lease".into())?;
+    set("taskId", &get("task_id")?)?;
+    set("sessionId", &get("session_id")?)?;
+    set("leaseEpoch", &get("lease_epoch")?)?;
+    set("objective", &get("objective")?)?;
+    let meta = get("meta")?.as_string().unwrap_or_default();
+    set("meta", &js_sys::JSON::parse(&meta)?)?;
+    set("lastSeq", &get("last_seq")?)?;
+    set(
+        "cancelRequested",
+        &(get("cancel_requested")?.as_f64() == Some(1.0)).into(),
+    )?;
+    set("steerPending", &get("steer_pending")?)?;
+    // The bench's runs resume from no decision (NULL); one would come as the row's array.
+    let resume = get("resume")?;
+    if let Some(resume) = resume.as_string() {
+        set("resume", &js_sys::JSON::parse(&resume)?)?;
+    }
+    Ok(js_sys::JSON::stringify(&lease)?.as_string())
+}
+
+/// `runner_sql::try_lease`'s SQLite text (floor.js `LEASE_SCHEMA`).
+const LEASE_SCHEMA: &str = "UPDATE task_run SET held_by = ?2, lease_epoch = lease_epoch + 1, lease_acked = 0, \
+    heartbeat_at = ?3, updated_at = ?3 WHERE task_id = ?1 AND status = 'running' AND held_by IS NULL \
+    RETURNING task_id, session_id, lease_epoch, objective, meta, last_seq, created_at, cancel_requested, \
+    (SELECT COUNT(*) FROM steer_message WHERE task_id = ?1 AND delivered_at IS NULL) AS steer_pending, \
+    CASE WHEN last_seq > 0 THEN (SELECT json_array(gate_kind, card, decision, reason) FROM gate_checkpoint \
+    WHERE task_id = ?1 AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1) END AS resume";
 
 /// One task queue (floor.js `FloorQueue`): waiting long-polls and ready sockets, first come first
 /// served.
@@ -555,18 +692,29 @@ impl FloorQueue {
                     _ => Ok(JsValue::NULL),
                 }
             }
-            "/offer" => {
+            "/offer" | "/offer-schema" => {
                 let id = id.unwrap_or_default();
                 let db = self.env.d1("DB")?;
+                let schema = part == "/offer-schema";
                 // As ours: the queue object writes a long-poll's lease and answers its wait with it.
                 let poll = self.polls.borrow_mut().pop_front();
                 if let Some(poll) = poll {
-                    let _ = poll.send(lease_run(&db, &id, "floor-poll").await?);
+                    let lease = if schema {
+                        lease_schema_run(&db, &id, "floor-poll").await?
+                    } else {
+                        lease_run(&db, &id, "floor-poll").await?
+                    };
+                    let _ = poll.send(lease);
                     return Ok(JsValue::NULL);
                 }
                 let ws = self.ready.borrow_mut().pop_front();
                 if let Some(ws) = ws {
-                    if let Some(lease) = lease_run(&db, &id, "floor-socket").await? {
+                    let lease = if schema {
+                        lease_schema_run(&db, &id, "floor-socket").await?
+                    } else {
+                        lease_run(&db, &id, "floor-socket").await?
+                    };
+                    if let Some(lease) = lease {
                         ws.send_with_str(lease)?;
                     }
                 }
