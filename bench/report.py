@@ -233,12 +233,13 @@ def targets_section(by):
         add("overhead ≤ 10% above the floor: admission" + (f", c={c}" if c else ""), o and over_text(o, cpu),
             against or "–", o and o[0] <= 10, None, over_stops(o))
     bp = [r for r in by.get("beside-floor-paths", []) if "side" in r]
+    parts = PARTS_WORDS[interleaved_parts(bp)]
     for path, name in INTERLEAVED_PATHS:
         # A hand-over's CPU is not like for like (section 10: ours also finishes each run).
         cpu_key = "cpu_ms_per_op" if path in ("contention", "append") else None
         o, cpu, against = overhead(bp, "p50_ms", cpu_key, RS_PATH_SIDE, "floor", path=path)
-        add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu), against,
-            o and o[0] <= 10, None, over_stops(o))
+        add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu),
+            against if against == "–" else f"{against} (through {parts})", o and o[0] <= 10, None, over_stops(o))
 
     # Conflicts under 100 simultaneous submits.
     con, peer_con = direct("contention"), next(iter(by.get("peer-contention", [])), None)
@@ -372,12 +373,14 @@ def leader_section(by):
 def dispatch_floor_note(by):
     """Issue 13's target beside the floor of the same hand-over (section 10's `floor-dispatch`)."""
     rows = [r for r in by.get("floor-dispatch", []) if "p50_ms" in r]
-    # The design's hand-over (a run before the two sets of parts had only the bare one, unnamed).
-    fl = [r for r in rows if r.get("transport") != "ws-reserved" and r.get("parts", "design") == "design"]
+    # The design's hand-over, or in a run from before the two sets of parts, the one it had.
+    hand = [r for r in rows if r.get("transport") != "ws-reserved"]
+    fl = [r for r in hand if line_parts(r) == "design"] or hand
     reserved = {r["session"]: r for r in rows if r.get("transport") == "ws-reserved"}
     if not fl:
         return []
-    shape = {r["session"]: r for r in fl if r.get("transport") == "ws"}
+    # The reserved design writes the bare parts' tables: it stands beside the bare hand-over.
+    shape = {r["session"]: r for r in hand if r.get("transport") == "ws" and line_parts(r) == "bare"}
     weigh = []
     if reserved and shape:
         weigh = [
@@ -663,15 +666,27 @@ def beside_floor(by):
     return out + [f"Errors across the interleaved lines: {errors}.", ""]
 
 
+def line_parts(r):
+    """Which parts a floor line went through: "design" or "bare" (a line from before the two sets of parts: bare)."""
+    return r.get("parts", "bare")
+
+
+def interleaved_parts(rows):
+    """The parts the floor sides of `beside-floor-paths` went through: "design" only if every floor line says so."""
+    floors = [r for r in rows if r.get("side") != "ours"]
+    return "design" if floors and all(line_parts(r) == "design" for r in floors) else "bare"
+
+
+# How the report names each set of the floor's parts.
+PARTS_WORDS = {"design": "the design's parts: the product's own statements on its schema",
+               "bare": "the bare parts: tables without indexes"}
+
+
 def floor_line(by, scenario, parts, **kw):
-    """The floor Worker's line of `scenario` through `parts` ("design": the product's own statements on its schema;
-    "bare": tables without indexes), workerd-direct. A run from before the two sets of parts has one line, without
-    `parts`: the bare parts'."""
-    rows = pick(by.get(scenario, []), target="workerd-direct", **kw)
-    named = [r for r in rows if r.get("parts") == parts]
-    if named or any("parts" in r for r in rows):
-        return next(iter(named), None)
-    return next(iter(rows), None) if parts == "bare" else None
+    """The floor Worker's measured line of `scenario` through `parts` ("design": the product's own statements on its
+    schema; "bare": tables without indexes), workerd-direct, or None."""
+    rows = [r for r in pick(by.get(scenario, []), target="workerd-direct", **kw) if "p50_ms" in r]
+    return next((r for r in rows if line_parts(r) == parts), None)
 
 
 # What the floor Worker's admission does (bench/floor/floor.js, `FloorDo.admit`), as the rows say it.
@@ -681,18 +696,22 @@ FLOOR_ADMISSION = "(the submit's body read and carried as the run's objective; D
 def paths_beside_floor(by):
     """The other hot paths (conflict, append, lease) beside their floors (`sema-bench floor-paths`)."""
     direct = lambda scen, **kw: next(iter(pick(by.get(scen, []), target="workerd-direct", **kw)), None)
+    # A run from before the two sets of parts measured the bare ones alone, under the path's own name.
+    two = any("parts" in r for k in ("floor-contention", "floor-append", "floor-dispatch") for r in by.get(k, []))
+    bare_name = lambda name: f"{name} (bare parts)" if two else name
     paths = [
         ("409 under 100 simultaneous submits", direct("contention"), floor_line(by, "floor-contention", "design"),
          "the design's: one object per session; the first submit takes the claim with the product's own admission batch "
-         "into its schema, storage + alarm written unconfirmed; the other 99 are answered 409 from memory"),
-        ("409 under 100 simultaneous submits (bare parts)", direct("contention"), floor_line(by, "floor-contention", "bare"),
+         "into its schema, storage + alarm written unconfirmed, the queue object told without waiting; the other 99 are "
+         "answered 409 from memory"),
+        (bare_name("409 under 100 simultaneous submits"), direct("contention"), floor_line(by, "floor-contention", "bare"),
          f"one object per session; the first submit takes the claim {FLOOR_ADMISSION} into tables without indexes, "
          "the other 99 are answered 409 from memory"),
         ("append → SSE receipt", direct("events-latency"), floor_line(by, "floor-append", "design"),
          "the design's: the Worker reads the runner's body; the object writes its event with the product's own append "
          "batch (the fenced counter update returning what waits for the holder, the fenced event row), then the body as "
          "the data of a frame to the stream it holds"),
-        ("append → SSE receipt (bare parts)", direct("events-latency"), floor_line(by, "floor-append", "bare"),
+        (bare_name("append → SSE receipt"), direct("events-latency"), floor_line(by, "floor-append", "bare"),
          "the Worker reads the runner's body; the object writes it as the event's row and the run's last seq in one D1 "
          "batch into tables without indexes, then as the data of a frame to the stream it holds"),
     ]
@@ -710,7 +729,7 @@ def paths_beside_floor(by):
                               "the design's: the product's own admission batch into its schema, storage + alarm written "
                               "unconfirmed, the queue object told without waiting; it writes the lease with the product's "
                               f"own lease statement and {hand(transport)} (what a runner is told)"))
-            paths.append((f"{name} (bare parts)" if design else name, ours, bare,
+            paths.append((bare_name(name), ours, bare,
                           f"admission {FLOOR_ADMISSION} into tables without indexes, the queue object told without waiting; "
                           f"it writes the lease (one conditional update returning two columns) and {hand(transport)}"))
     rows = []
@@ -805,12 +824,15 @@ def paths_interleaved(by):
         "contention, the one admitted included; an append; a hand-over). A hand-over's CPU is not like for like: each of "
         "ours also carries the run's finish (so a warm session is free for the next round), which the floor's shape has "
         "not, and over the WebSocket ours also has the bench's polls of the dispatcher's admin route until the runner shows "
-        "waiting (the floor's socket answers `ready` with `waiting` itself, so it needs none); ours' append window also "
-        "holds the run's submit, lease and stream opening and its finish, once per measurement. The latencies are like "
-        "for like. Each path's floor is the design's, as admission's is (`schema-alarm-queue`): the product's own "
-        "statements on its schema (its admission batch for the claim and the hand-over, its append batch, its lease "
-        "statement); the bare parts' figures (the same calls writing tables without indexes) stand in the table above, "
-        "measured alone:",
+        "waiting (the floor's socket answers `ready` with `waiting` itself, so it needs none); each append measurement's "
+        "window also holds the making of its run (ours: submit, lease and stream opening, and the run's finish; "
+        "the floor: its admission, lease and stream opening), once per measurement. The latencies are like for like. "
+        + ("Each path's floor goes through the design's parts, as admission's does (`schema-alarm-queue`): the "
+           "product's own statements on its schema (its admission batch for the claim and the hand-over, its append "
+           "batch, its lease statement); the bare parts' figures (the same calls writing tables without indexes) stand "
+           "in the table above, measured alone:" if interleaved_parts(rows) == "design" else
+           "Each path's floor here goes through the bare parts (the same calls writing tables without indexes), not "
+           "the design's:"),
         "",
         table(["path", "ours p50 ms", "floor p50 ms", "overhead p50 %", "range", "overhead p99 %", "range",
                "ours CPU ms", "floor CPU ms", "CPU overhead %", "range"], out_rows),

@@ -26,8 +26,9 @@
 //   POST /claim?o=NAME&id=K            a submit into a session: a conflict (the object already holds or
 //                                      is taking a claim) is answered 409 from memory at once; otherwise
 //                                      the object takes the claim, then D1 batch + storage + alarm, 202
-//   POST /schema-claim?o=NAME&id=K     /claim through the design's parts: the admission batch is the
-//                                      product's own into its schema (as /schema-alarm)
+//   POST /schema-claim?o=NAME&id=K     /claim through the design's parts: the claim taken as
+//                                      /schema-alarm-queue admits (the product's own admission batch
+//                                      into its schema, storage + alarm, the queue object told)
 //   GET  /sse?o=NAME                   an event stream held by the object
 //   POST /append?o=NAME&id=K           the object writes one event and the run's last seq (one D1
 //                                      batch), then writes it to every stream it holds, and answers
@@ -40,7 +41,8 @@
 //   GET  /queue-connect?q=Q            a WebSocket held by the queue object (hibernation API); a
 //                                      `ready` text is answered `waiting` once the socket is in line
 //   POST /poll?q=Q                     a long-poll: waits in the queue object, which writes its lease
-//                                      (one D1 conditional update) and answers the wait with it
+//                                      (as the offer that serves it says: one conditional update, or
+//                                      the product's lease statement) and answers the wait with it
 //   GET  /queue-waiting?q=Q            how many long-polls the queue object holds
 //   POST /admit-dispatch?o=NAME&id=K&q=Q   an admission (D1 batch + storage + alarm) that then tells
 //                                      the queue object without waiting for it: the object writes
@@ -69,7 +71,8 @@
 // which are `fetch`es (their responses carry the stream or the socket). A part that stands beside one of
 // ours whose request has a body (`BODY_PARTS`: a submit's, an append's) reads the body in the Worker,
 // as ours must, and passes it on: the object writes it as the run's objective, or as the event's row
-// and the data of its frame. The bench sends each such part the body ours gets.
+// (the design's append: its event's type and data) and the data of its frame. The bench sends each
+// such part the body ours gets.
 
 import { DurableObject } from "cloudflare:workers";
 
@@ -206,7 +209,8 @@ const LEASE_SCHEMA =
   "WHERE task_id = ?1 AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1) END AS resume";
 
 async function leaseSchemaRun(db, id, runner) {
-  const { results } = await db.prepare(LEASE_SCHEMA).bind(id, runner, Date.now()).all();
+  // A batch of one statement, as the product sends it.
+  const [{ results }] = await db.batch([db.prepare(LEASE_SCHEMA).bind(id, runner, Date.now())]);
   const r = results[0];
   if (!r) return null;
   const lease = {
@@ -305,6 +309,7 @@ export class FloorDo extends DurableObject {
         if (part === "/schema-claim") {
           await schemaBatch(this.env.DB, id, body ?? undefined);
           await this.remember();
+          queueOf(this.env, "default").call("/offer-schema", null, id).catch(() => {});
         } else {
           await this.admit(id, null, body ?? undefined);
         }
@@ -369,7 +374,7 @@ export class FloorDo extends DurableObject {
       case "/schema-alarm-queue": {
         await schemaBatch(this.env.DB, id, body ?? undefined);
         await this.remember();
-        if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer", null, id).catch(() => {});
+        if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer-schema", null, id).catch(() => {});
         return OK;
       }
       default:

@@ -16,6 +16,9 @@
 //! `beside-floor-paths` does the same for the other hot paths, each against its floor in the shape
 //! of ours (`floor-paths`): the 409s of simultaneous submits into one session, append → SSE, and
 //! the hand-over of a run to a waiting runner (WebSocket and long-poll, warm and new session).
+//! Each path's floor goes through the design's parts (`floor_paths::Parts::Design`: the product's
+//! own statements on its schema), as admission's does through `schema-alarm-queue`;
+//! `--floor-parts bare` measures the bare parts instead, for an A/B of the floor itself.
 //!
 //! Sides: `ours` (`POST /v1/runs` into a new session, no key); the floor Worker's
 //! `schema-alarm-queue` (the design that ships, in plain JavaScript: the product's own admission
@@ -256,7 +259,7 @@ fn run_path(ctx: &Ctx, at: &Sides, path: &str, on: On, n: &PathCounts) {
         ("append", false) => floor_paths::append(floor, n.samples, n.parts),
         (p, true) if p.starts_with("ws-") => queues_ws::dispatch_latency(&ctx.url, n.samples, warm),
         (p, false) if p.starts_with("ws-") => {
-            floor_paths::dispatch_ws(floor, n.samples, warm, n.parts.hand_over())
+            floor_paths::dispatch_ws(floor, n.samples, warm, n.parts, false)
         }
         (_, true) => queues::dispatch_latency(&ctx.url, n.samples, warm),
         (_, false) => floor_paths::dispatch_poll(floor, n.samples, warm, n.parts),

@@ -235,9 +235,11 @@ mod tests {
     fn a_floor_part_beside_a_path_of_ours_gets_the_body_ours_gets_and_a_bare_part_none() {
         for part in [
             "claim",
+            "schema-claim",
             "/schema-alarm-queue",
             "do-d1-storage-alarm",
             "admit-dispatch",
+            "schema-dispatch",
             "admit-reserve",
         ] {
             let body: serde_json::Value =
@@ -248,15 +250,18 @@ mod tests {
                 "{part}"
             );
         }
-        let append: serde_json::Value =
-            serde_json::from_str(&body_for("/append", "s1").unwrap()).unwrap();
-        assert_eq!(append["events"][0]["type"], "text_delta");
+        for part in ["/append", "schema-append"] {
+            let append: serde_json::Value =
+                serde_json::from_str(&body_for(part, "s1").expect(part)).unwrap();
+            assert_eq!(append["events"][0]["type"], "text_delta", "{part}");
+        }
         for part in [
             "health",
             "d1",
             "do",
             "do-storage",
             "do-d1-storage",
+            "schema-lease",
             "cancel",
             "poll",
         ] {

@@ -127,13 +127,14 @@ pub fn floor_paths(url: &str, sessions: usize, contenders: usize, samples: usize
         contention(url, sessions, contenders, parts);
         append(url, samples, parts);
         for warm in [false, true] {
-            dispatch_ws(url, samples, warm, parts.hand_over());
+            dispatch_ws(url, samples, warm, parts, false);
             dispatch_poll(url, samples, warm, parts);
         }
     }
-    // A design to weigh beside ours: the lease written in the admission's own D1 batch.
+    // A design to weigh beside ours: the lease written in the admission's own D1 batch (into the
+    // bare parts' tables).
     for warm in [false, true] {
-        dispatch_ws(url, samples, warm, "admit-reserve");
+        dispatch_ws(url, samples, warm, Parts::Bare, true);
     }
 }
 
@@ -263,7 +264,7 @@ impl Rounds {
         right
     }
 
-    fn line(self, transport: &str, route: &str, warm: bool) -> Value {
+    fn line(self, transport: &str, parts: Parts, warm: bool) -> Value {
         // The lease's arrival less the submit's answer, per round (negative: the lease came first).
         let mut after: Vec<f64> = self
             .lat
@@ -276,11 +277,7 @@ impl Rounds {
         l["lease_after_submit_response_p50_ms"] =
             json!((!after.is_empty()).then(|| percentile(&after, 50.0)));
         l["transport"] = json!(transport);
-        l["parts"] = json!(match route {
-            "admit-dispatch" => "bare",
-            "schema-dispatch" => "design",
-            _ => route,
-        });
+        l["parts"] = json!(parts.name());
         l["session"] = json!(if warm { "warm" } else { "new" });
         l["warmup"] = self.warmup;
         l["stopped_early"] = json!(self.stopped);
@@ -288,23 +285,24 @@ impl Rounds {
     }
 }
 
-/// `route`: a [`Parts::hand_over`] (the shape of ours), or `admit-reserve` (the lease in the
-/// admission's batch, for a socket the session object reserved first).
-pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
+/// Through `parts`' hand-over (the shape of ours), or with `reserve`, the bare parts' `admit-reserve`
+/// (the lease in the admission's batch, for a socket the session object reserved first).
+pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, parts: Parts, reserve: bool) {
+    let route = if reserve {
+        "admit-reserve"
+    } else {
+        parts.hand_over()
+    };
     let queue = unique("fq");
     let warm_session = warm.then(|| unique("fdw"));
     let a = agent();
-    let transport = if route == "admit-reserve" {
-        "ws-reserved"
-    } else {
-        "ws"
-    };
+    let transport = if reserve { "ws-reserved" } else { "ws" };
     let socket = match connect(url, &queue) {
         Ok(ws) => SocketReader::start(ws, FLOOR),
         Err(e) => {
-            emit(
-                json!({"scenario": "floor-dispatch", "transport": transport, "errors": 1, "error": e}),
-            );
+            emit(json!({"scenario": "floor-dispatch", "transport": transport,
+                "parts": parts.name(), "session": if warm { "warm" } else { "new" },
+                "errors": 1, "error": e}));
             return;
         }
     };
@@ -336,7 +334,7 @@ pub(crate) fn dispatch_ws(url: &str, samples: usize, warm: bool, route: &str) {
         rounds.record(round, got["taskId"] == run.as_str(), ms, sub_ms);
     }
     drop(socket);
-    emit(rounds.line(transport, route, warm));
+    emit(rounds.line(transport, parts, warm));
 }
 
 /// The floor socket's frames: `ready` answered `waiting`, then the lease.
@@ -405,5 +403,5 @@ pub(crate) fn dispatch_poll(url: &str, samples: usize, warm: bool, parts: Parts)
         post(&main, url, &path);
         drop(rx);
     });
-    emit(rounds.line("long-poll", route, warm));
+    emit(rounds.line("long-poll", parts, warm));
 }

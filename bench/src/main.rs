@@ -15,7 +15,7 @@
 //!                                                    our admission and the floor Worker's, interleaved
 //! sema-bench --url URL beside-floor-paths --floor-url F [--workerd-pid P --floor-workerd-pid Q] [--rounds 6]
 //!                                    [--floor-rs-url R --floor-rs-workerd-pid S] [--sessions 20] [--contenders 100]
-//!                                    [--samples 100]
+//!                                    [--samples 100] [--paths P,…] [--floor-parts design|bare]
 //!                                                    409s, append, hand-overs and their floors, interleaved
 //! sema-bench --url URL cost                          D1 round trips and statements per operation
 //! sema-bench --url URL leader [--subtasks 100] [--concurrency 8] [--runners 8] [--rounds 3]
@@ -1223,7 +1223,8 @@ enum Scenario {
     },
     /// The floor of the other hot paths on the bench-only floor Worker (`bench/floor/`): 409s under
     /// simultaneous submits, append → stream receipt, submit → lease with a runner waiting
-    /// (WebSocket and long-poll; new and warm session objects).
+    /// (WebSocket and long-poll; new and warm session objects); each through the design's parts
+    /// and through the bare parts.
     FloorPaths {
         /// Fresh objects for the contention rounds.
         #[arg(long, default_value_t = 50)]

@@ -7,8 +7,9 @@
 //! product is the product's own code. Bench only, never deployed (`scripts/bench`).
 //!
 //! It has the parts `scripts/bench` sets beside ours (`sema-bench beside-floor`, `beside-floor-paths`):
-//! `/claim`, `/schema-alarm(-queue)`, `/cancel`, `/append` with `/sse`, `/do-d1-storage` (the run an
-//! append writes to), `/admit-dispatch` with `/poll`, `/queue-connect` and `/queue-waiting`. The
+//! `/claim` and `/schema-claim`, `/schema-alarm(-queue)`, `/cancel`, `/append` with `/sse` and
+//! `/do-d1-storage` (the run it writes to), `/schema-append` with `/schema-lease`, `/admit-dispatch`
+//! and `/schema-dispatch` with `/poll`, `/queue-connect` and `/queue-waiting`. The
 //! JavaScript floor's other parts (`/d1`, `/do`, `/do-storage`, `/tell`, `/admit-reserve`, ...) are
 //! measured in JavaScript only; here they answer 404.
 #![cfg(target_arch = "wasm32")]

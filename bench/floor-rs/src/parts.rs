@@ -452,6 +452,7 @@ impl FloorDo {
                 if part == "/schema-claim" {
                     schema_batch(&self.env.d1("DB")?, &id, body).await?;
                     self.remember().await?;
+                    self.offer("/offer-schema", "default", &id)?;
                 } else {
                     self.admit(&id, body).await?;
                 }
@@ -460,7 +461,7 @@ impl FloorDo {
             "/schema-lease" => {
                 let db = self.env.d1("DB")?;
                 schema_batch(&db, &id, None).await?;
-                Ok(match lease_schema_run(&db, &id, FLOOR_RUNNER).await? {
+                Ok(match lease_schema_run(&db, &id, To::Appender).await? {
                     Some(_) => framed(200, "{\"ok\":true}"),
                     None => framed(409, "{\"error\":\"not leased\"}"),
                 })
@@ -505,7 +506,7 @@ impl FloorDo {
                 schema_batch(&self.env.d1("DB")?, &id, body).await?;
                 self.remember().await?;
                 if part == "/schema-alarm-queue" {
-                    self.offer("/offer", "default", &id)?;
+                    self.offer("/offer-schema", "default", &id)?;
                 }
                 Ok(framed(200, "{\"ok\":true}"))
             }
@@ -535,12 +536,33 @@ impl FloorDo {
     }
 }
 
-/// A lease written by [`lease_run`], as the runner is told it.
+/// A lease written by [`lease_run`] or [`lease_schema_run`], as the runner is told it.
 type Lease = Option<String>;
+
+/// Who a lease is written for: a long-poll's wait (its answer is the lease's body), a socket (its
+/// frame also carries `"type":"lease"`), or the design's append scenario ([`FLOOR_RUNNER`]), as
+/// floor.js.
+#[derive(Clone, Copy, PartialEq)]
+enum To {
+    Poll,
+    Socket,
+    Appender,
+}
+
+impl To {
+    fn runner(self) -> &'static str {
+        match self {
+            To::Poll => "floor-poll",
+            To::Socket => "floor-socket",
+            To::Appender => FLOOR_RUNNER,
+        }
+    }
+}
 
 /// The lease (floor.js `leaseRun`): one conditional update (the run is still unleased), its row read
 /// back; the answer a runner gets, `{"taskId","leaseEpoch"}`, or `None` when it was leased already.
-async fn lease_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Failed> {
+async fn lease_run(db: &D1Database, id: &str, to: To) -> Result<Lease, Failed> {
+    let runner = to.runner();
     ensure_tables(db).await?;
     let stmt = prep(
         db,
@@ -559,18 +581,27 @@ async fn lease_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Fai
     let epoch = js_sys::Reflect::get(&row, &"epoch".into())?
         .as_f64()
         .unwrap_or(0.0);
+    let kind = if to == To::Socket {
+        "\"type\":\"lease\","
+    } else {
+        ""
+    };
     Ok(Some(format!(
-        "{{\"type\":\"lease\",\"taskId\":\"{task}\",\"leaseEpoch\":{epoch}}}"
+        "{{{kind}\"taskId\":\"{task}\",\"leaseEpoch\":{epoch}}}"
     )))
 }
 
 /// The product's own lease statement (`runner_sql::try_lease`, SQLite text) on the product's schema,
 /// as floor.js `leaseSchemaRun`: the compare-and-set with what waits for the new holder (cancel, steer
 /// count, the decision it resumes from) read back in the same statement; what a runner is told
-/// (`dispatch::lease_frame`'s fields), or `None` when it was leased already.
-async fn lease_schema_run(db: &D1Database, id: &str, runner: &str) -> Result<Lease, Failed> {
+/// (`dispatch::lease_body`'s fields; a socket's frame, `to`, also its `"type"`), or `None` when it was
+/// leased already.
+async fn lease_schema_run(db: &D1Database, id: &str, to: To) -> Result<Lease, Failed> {
+    let runner = to.runner();
     let stmt = prep(db, LEASE_SCHEMA, &[id.into(), runner.into(), now().into()])?;
-    let result = JsFuture::from(stmt.inner().all()?).await?;
+    // A batch of one statement, as the product sends it.
+    let out = batch(db, vec![stmt]).await?;
+    let result = js_sys::Array::from(&out).get(0);
     let rows: js_sys::Array = js_sys::Reflect::get(&result, &"results".into())?.dyn_into()?;
     let row = rows.get(0);
     if row.is_undefined() {
@@ -579,7 +610,9 @@ async fn lease_schema_run(db: &D1Database, id: &str, runner: &str) -> Result<Lea
     let get = |k: &str| js_sys::Reflect::get(&row, &k.into());
     let lease = js_sys::Object::new();
     let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&lease, &k.into(), v);
-    set("type", &"lease".into())?;
+    if to == To::Socket {
+        set("type", &"lease".into())?;
+    }
     set("taskId", &get("task_id")?)?;
     set("sessionId", &get("session_id")?)?;
     set("leaseEpoch", &get("lease_epoch")?)?;
@@ -700,9 +733,9 @@ impl FloorQueue {
                 let poll = self.polls.borrow_mut().pop_front();
                 if let Some(poll) = poll {
                     let lease = if schema {
-                        lease_schema_run(&db, &id, "floor-poll").await?
+                        lease_schema_run(&db, &id, To::Poll).await?
                     } else {
-                        lease_run(&db, &id, "floor-poll").await?
+                        lease_run(&db, &id, To::Poll).await?
                     };
                     let _ = poll.send(lease);
                     return Ok(JsValue::NULL);
@@ -710,9 +743,9 @@ impl FloorQueue {
                 let ws = self.ready.borrow_mut().pop_front();
                 if let Some(ws) = ws {
                     let lease = if schema {
-                        lease_schema_run(&db, &id, "floor-socket").await?
+                        lease_schema_run(&db, &id, To::Socket).await?
                     } else {
-                        lease_run(&db, &id, "floor-socket").await?
+                        lease_run(&db, &id, To::Socket).await?
                     };
                     if let Some(lease) = lease {
                         ws.send_with_str(lease)?;
