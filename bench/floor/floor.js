@@ -12,7 +12,9 @@
 //                                      admission, to watch the claim), both written after D1
 //                                      unconfirmed, as ours
 //   POST /schema-alarm?o=NAME&id=K     the same with the product's own admission batch into its
-//                                      schema (its statements and indexes) in place of three inserts
+//                                      schema (its statements and indexes) in place of three inserts,
+//                                      after the object's first read of its state (once per instance,
+//                                      as every part of the design's: `known`)
 //   POST /schema-alarm-queue?o=NAME&id=K   the design that ships in full: /schema-alarm, then the
 //                                      queue object told of the run without waiting, as ours
 //   POST /cancel?o=NAME&id=K           the cancel of run K, as ours: the Worker reads the run's row
@@ -40,6 +42,8 @@
 //                                      of the event's row), the event's type and data from the body
 //   GET  /queue-connect?q=Q            a WebSocket held by the queue object (hibernation API); a
 //                                      `ready` text is answered `waiting` once the socket is in line
+//                                      and its note kept on it (`serializeAttachment`, as ours; the
+//                                      design's hand-over writes it again, served, before the lease)
 //   POST /poll?q=Q                     a long-poll: waits in the queue object, which writes its lease
 //                                      (as the offer that serves it says: one conditional update, or
 //                                      the product's lease statement) and answers the wait with it
@@ -283,6 +287,17 @@ export class FloorDo extends DurableObject {
     await this.remember();
   }
 
+  /**
+   * The design's parts begin with what the object knows: once per instance it reads its state from
+   * storage (a claim an earlier instance took), as ours does before its first answer.
+   */
+  async known() {
+    if (!this.loaded) {
+      await this.state.storage.get("state");
+      this.loaded = true;
+    }
+  }
+
   /** The object's copy of the claim and its alarm, written after D1 without waiting for the disk. */
   async remember() {
     const unconfirmed = { allowUnconfirmed: true };
@@ -304,6 +319,7 @@ export class FloorDo extends DurableObject {
     switch (part) {
       case "/claim":
       case "/schema-claim":
+        if (part === "/schema-claim") await this.known();
         if (this.claim) return [409, JSON.stringify({ error: "busy", errorCode: "session_busy" })];
         this.claim = id;
         if (part === "/schema-claim") {
@@ -346,6 +362,7 @@ export class FloorDo extends DurableObject {
         return [202, JSON.stringify({ taskId: id })];
       }
       case "/schema-dispatch":
+        await this.known();
         await schemaBatch(this.env.DB, id, body ?? undefined);
         await this.remember();
         // Not awaited, as ours: the answer does not wait for the hand-over.
@@ -372,6 +389,7 @@ export class FloorDo extends DurableObject {
         return OK;
       case "/schema-alarm":
       case "/schema-alarm-queue": {
+        await this.known();
         await schemaBatch(this.env.DB, id, body ?? undefined);
         await this.remember();
         if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer-schema", null, id).catch(() => {});
@@ -382,6 +400,10 @@ export class FloorDo extends DurableObject {
     }
   }
 }
+
+/** A socket's note as ours keeps it (`dispatch::SocketNote`'s fields, as JSON text). */
+const note = (ready) =>
+  JSON.stringify({ queue: "floor", runnerId: "floor-socket", key: "floor-socket-key", ready, since: Date.now() });
 
 /** One task queue: waiting long-polls and ready sockets, served first come first served. */
 export class FloorQueue extends DurableObject {
@@ -444,6 +466,8 @@ export class FloorQueue extends DurableObject {
         }
         const ws = this.ready.shift();
         if (ws) {
+          // The design's hand-over marks the socket served in its note before the lease is written.
+          if (part === "/offer-schema") ws.serializeAttachment(note(false));
           const leased = await lease(this.env.DB, id, "floor-socket");
           if (leased) ws.send(JSON.stringify({ type: "lease", ...leased }));
         }
@@ -456,6 +480,8 @@ export class FloorQueue extends DurableObject {
 
   async webSocketMessage(ws, msg) {
     if (msg === "ready") {
+      // The socket's note, kept on it across hibernation (as ours keeps its `SocketNote`).
+      ws.serializeAttachment(note(true));
       this.ready.push(ws);
       ws.send("waiting");
     }

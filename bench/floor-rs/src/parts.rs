@@ -345,6 +345,8 @@ pub struct FloorDo {
     env: Env,
     storage: Option<worker_sys::DurableObjectStorage>,
     claim: RefCell<Option<String>>,
+    /// Its state was read from storage (once per instance: floor.js `known`).
+    loaded: Cell<bool>,
     seq: Cell<u64>,
     streams: RefCell<Vec<mpsc::Sender<Frame>>>,
 }
@@ -358,6 +360,7 @@ impl DurableObject for FloorDo {
             env,
             storage,
             claim: RefCell::new(None),
+            loaded: Cell::new(false),
             seq: Cell::new(0),
             streams: RefCell::new(Vec::new()),
         }
@@ -396,6 +399,21 @@ impl FloorDo {
     }
 
     /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
+    async fn known(&self) -> Result<(), Failed> {
+        if self.loaded.get() {
+            return Ok(());
+        }
+        let storage = self
+            .storage
+            .as_ref()
+            .ok_or_else(|| JsValue::from_str("no storage"))?;
+        let get: js_sys::Function = js_sys::Reflect::get(storage, &"get".into())?.dyn_into()?;
+        let promise = get.call1(storage, &"state".into())?;
+        JsFuture::from(js_sys::Promise::from(promise)).await?;
+        self.loaded.set(true);
+        Ok(())
+    }
+
     async fn remember(&self) -> Result<(), Failed> {
         self.put_unconfirmed("{\"claim\":\"x\"}").await?;
         let alarm = SetAlarmOptions {
@@ -442,6 +460,9 @@ impl FloorDo {
         let body = body.as_deref();
         match part.as_str() {
             "/claim" | "/schema-claim" => {
+                if part == "/schema-claim" {
+                    self.known().await?;
+                }
                 if self.claim.borrow().is_some() {
                     return Ok(framed(
                         409,
@@ -503,6 +524,7 @@ impl FloorDo {
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/schema-alarm" | "/schema-alarm-queue" => {
+                self.known().await?;
                 schema_batch(&self.env.d1("DB")?, &id, body).await?;
                 self.remember().await?;
                 if part == "/schema-alarm-queue" {
@@ -517,6 +539,7 @@ impl FloorDo {
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/schema-dispatch" => {
+                self.known().await?;
                 schema_batch(&self.env.d1("DB")?, &id, body).await?;
                 self.remember().await?;
                 self.offer("/offer-schema", q.as_deref().unwrap_or("default"), &id)?;
@@ -641,6 +664,19 @@ const LEASE_SCHEMA: &str = "UPDATE task_run SET held_by = ?2, lease_epoch = leas
     CASE WHEN last_seq > 0 THEN (SELECT json_array(gate_kind, card, decision, reason) FROM gate_checkpoint \
     WHERE task_id = ?1 AND status = 'resolved' ORDER BY park_seq DESC LIMIT 1) END AS resume";
 
+/// Keeps a socket's note on it across hibernation (floor.js `note`, as ours keeps its `SocketNote`).
+fn keep_note(ws: &WebSocket, ready: bool) -> Result<(), Failed> {
+    let raw: &web_sys::WebSocket = ws.as_ref();
+    let note = format!(
+        "{{\"queue\":\"floor\",\"runnerId\":\"floor-socket\",\"key\":\"floor-socket-key\",\"ready\":{ready},\"since\":{}}}",
+        now()
+    );
+    let keep: js_sys::Function =
+        js_sys::Reflect::get(raw, &"serializeAttachment".into())?.dyn_into()?;
+    keep.call1(raw, &note.into())?;
+    Ok(())
+}
+
 /// One task queue (floor.js `FloorQueue`): waiting long-polls and ready sockets, first come first
 /// served.
 #[durable_object]
@@ -686,6 +722,7 @@ impl DurableObject for FloorQueue {
         msg: WebSocketIncomingMessage,
     ) -> worker::Result<()> {
         if matches!(&msg, WebSocketIncomingMessage::String(t) if t == "ready") {
+            keep_note(&ws, true).map_err(|e| worker::Error::JsError(format!("{e:?}")))?;
             self.ready.borrow_mut().push_back(ws.clone());
             ws.send_with_str("waiting")?;
         }
@@ -742,6 +779,10 @@ impl FloorQueue {
                 }
                 let ws = self.ready.borrow_mut().pop_front();
                 if let Some(ws) = ws {
+                    if schema {
+                        // The design's hand-over marks the socket served in its note first.
+                        keep_note(&ws, false)?;
+                    }
                     let lease = if schema {
                         lease_schema_run(&db, &id, To::Socket).await?
                     } else {
