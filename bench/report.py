@@ -238,8 +238,9 @@ def targets_section(by):
         # A hand-over's CPU is not like for like (section 10: ours also finishes each run).
         cpu_key = "cpu_ms_per_op" if path in ("contention", "append") else None
         o, cpu, against = overhead(bp, "p50_ms", cpu_key, RS_PATH_SIDE, "floor", path=path)
-        add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu),
-            against if against == "–" else f"{against} (through {parts})", o and o[0] <= 10, None, over_stops(o))
+        against = against.replace("the Rust floor;", f"the Rust floor (through {parts});", 1)
+        add(f"overhead ≤ 10% above the floor: {name}, p50", o and over_text(o, cpu), against,
+            o and o[0] <= 10, None, over_stops(o))
 
     # Conflicts under 100 simultaneous submits.
     con, peer_con = direct("contention"), next(iter(by.get("peer-contention", [])), None)
@@ -386,7 +387,7 @@ def dispatch_floor_note(by):
         weigh = [
             "A design to weigh, measured the same way (`ws-reserved`): the session object first reserves the waiting socket "
             "in the queue object (one more object call), and the admission's one D1 batch also writes the lease, so the "
-            "hand-over has one D1 write fewer: " + ", ".join(
+            "hand-over has one D1 write fewer (both into the bare parts' tables): " + ", ".join(
                 f"{k} session {fmt(reserved[k]['p50_ms'])} / {fmt(reserved[k]['p99_ms'])} ms against "
                 f"{fmt(shape[k]['p50_ms'])} / {fmt(shape[k]['p99_ms'])}" for k in ["new", "warm"] if k in reserved and k in shape)
             + " (p50 / p99). Far from D1's primary, the D1 write it saves is a whole round trip (section 12).",
@@ -533,7 +534,8 @@ def floor_section(by):
     names = {"health": "trivial route", "d1": "one D1 batch of 3 inserts (from the Worker)", "do": "Durable Object round trip",
              "do-storage": "object + one storage write", "do-d1-storage": "object + D1 batch + storage write",
              "do-d1-storage-alarm": "object + D1 batch, then storage write + alarm unconfirmed",
-             "schema-alarm": "object + the product's admission batch on its schema, then storage + alarm unconfirmed",
+             "schema-alarm": "object (its state read once per instance) + the product's admission batch on its schema, "
+                             "then storage + alarm unconfirmed",
              "schema-alarm-queue": "the same, then the queue object told without waiting (the design that ships)",
              WARM_FLOOR: "the design's admission, then the cancel of its run (the Worker reads the run's row; the object "
                          "runs the product's cancel batch and writes its state unconfirmed), per pair: what ours does "
@@ -609,7 +611,8 @@ def beside_floor(by):
         "the rounds, their range beside). Measured minutes apart, as the floor parts above and the admission scenario are, "
         "a figure and its floor drift by more than the overhead they are to show. The design's floor "
         "(`schema-alarm-queue`) is the design that ships in plain JavaScript: the submit's body read by the Worker and "
-        "carried to the object, the product's own admission batch into its schema (three conditional statements, the "
+        "carried to the object, which reads its state from storage once per instance, the product's own admission batch "
+        "into its schema (three conditional statements, the "
         "tables' indexes; the body as the run's objective), storage and alarm written unconfirmed, the queue object told "
         "without waiting. The bare parts (`do-d1-storage-alarm`) read and carry the same body, write three rows into "
         "tables without indexes and tell no queue. Overhead = how much more time per admission ours takes, taken round by round against the side "
@@ -701,9 +704,9 @@ def paths_beside_floor(by):
     bare_name = lambda name: f"{name} (bare parts)" if two else name
     paths = [
         ("409 under 100 simultaneous submits", direct("contention"), floor_line(by, "floor-contention", "design"),
-         "the design's: one object per session; the first submit takes the claim with the product's own admission batch "
-         "into its schema, storage + alarm written unconfirmed, the queue object told without waiting; the other 99 are "
-         "answered 409 from memory"),
+         "the design's: one object per session, which reads its state from storage once; the first submit takes the claim "
+         "with the product's own admission batch into its schema, storage + alarm written unconfirmed, the queue object "
+         "told without waiting; the other 99 are answered 409 from memory"),
         (bare_name("409 under 100 simultaneous submits"), direct("contention"), floor_line(by, "floor-contention", "bare"),
          f"one object per session; the first submit takes the claim {FLOOR_ADMISSION} into tables without indexes, "
          "the other 99 are answered 409 from memory"),
@@ -726,9 +729,12 @@ def paths_beside_floor(by):
             bare = floor_line(by, "floor-dispatch", "bare", transport=tr, session=session)
             if design:
                 paths.append((name, ours, design,
-                              "the design's: the product's own admission batch into its schema, storage + alarm written "
-                              "unconfirmed, the queue object told without waiting; it writes the lease with the product's "
-                              f"own lease statement and {hand(transport)} (what a runner is told)"))
+                              "the design's: the session object's state read once per instance, the product's own "
+                              "admission batch into its schema, storage + alarm written unconfirmed, the queue object told "
+                              "without waiting; it "
+                              + ("marks the socket served in the note kept on it, " if transport == "WebSocket" else "")
+                              + f"writes the lease with the product's own lease statement and {hand(transport)} "
+                              "(what a runner is told)"))
             paths.append((bare_name(name), ours, bare,
                           f"admission {FLOOR_ADMISSION} into tables without indexes, the queue object told without waiting; "
                           f"it writes the lease (one conditional update returning two columns) and {hand(transport)}"))
@@ -818,7 +824,7 @@ def paths_interleaved(by):
     return [
         f"**The other hot paths beside their floors, interleaved** (`sema-bench beside-floor-paths`: both Workers served "
         f"at once, on the same instances as the interleaved admission above; a warm-up round, then {rounds} rounds, each "
-        "measuring every path on both sides, which side goes first alternating by round and by path). Overhead = how much "
+        "measuring every path on every side, which side goes first rotating by round and by path). Overhead = how much "
         "longer ours takes (negative: ours was faster), taken round by round against the floor measured beside it: the "
         "median of the rounds and their range. CPU = the side's workerd CPU per operation carried out (a submit under "
         "contention, the one admitted included; an append; a hand-over). A hand-over's CPU is not like for like: each of "
@@ -830,7 +836,8 @@ def paths_interleaved(by):
         + ("Each path's floor goes through the design's parts, as admission's does (`schema-alarm-queue`): the "
            "product's own statements on its schema (its admission batch for the claim and the hand-over, its append "
            "batch, its lease statement); the bare parts' figures (the same calls writing tables without indexes) stand "
-           "in the table above, measured alone:" if interleaved_parts(rows) == "design" else
+           "in the table above, measured alone; the difference is what the design's statements and calls cost:"
+           if interleaved_parts(rows) == "design" else
            "Each path's floor here goes through the bare parts (the same calls writing tables without indexes), not "
            "the design's:"),
         "",

@@ -14,7 +14,7 @@
 //   POST /schema-alarm?o=NAME&id=K     the same with the product's own admission batch into its
 //                                      schema (its statements and indexes) in place of three inserts,
 //                                      after the object's first read of its state (once per instance,
-//                                      as every part of the design's: `known`)
+//                                      as each design part that admits or claims: `known`)
 //   POST /schema-alarm-queue?o=NAME&id=K   the design that ships in full: /schema-alarm, then the
 //                                      queue object told of the run without waiting, as ours
 //   POST /cancel?o=NAME&id=K           the cancel of run K, as ours: the Worker reads the run's row
@@ -466,8 +466,13 @@ export class FloorQueue extends DurableObject {
         }
         const ws = this.ready.shift();
         if (ws) {
-          // The design's hand-over marks the socket served in its note before the lease is written.
-          if (part === "/offer-schema") ws.serializeAttachment(note(false));
+          // The design's hand-over marks the socket served in its note before the lease is written (a
+          // failure ignored, as ours ignores it).
+          if (part === "/offer-schema") {
+            try {
+              ws.serializeAttachment(note(false));
+            } catch {}
+          }
           const leased = await lease(this.env.DB, id, "floor-socket");
           if (leased) ws.send(JSON.stringify({ type: "lease", ...leased }));
         }
@@ -480,7 +485,8 @@ export class FloorQueue extends DurableObject {
 
   async webSocketMessage(ws, msg) {
     if (msg === "ready") {
-      // The socket's note, kept on it across hibernation (as ours keeps its `SocketNote`).
+      // The socket's note, kept on it across hibernation (as ours keeps its `SocketNote`; for every
+      // socket, outside the timed window).
       ws.serializeAttachment(note(true));
       this.ready.push(ws);
       ws.send("waiting");

@@ -398,7 +398,7 @@ impl FloorDo {
         Ok(())
     }
 
-    /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
+    /// Its state read from storage once per instance, before its first answer (floor.js `known`).
     async fn known(&self) -> Result<(), Failed> {
         if self.loaded.get() {
             return Ok(());
@@ -414,6 +414,7 @@ impl FloorDo {
         Ok(())
     }
 
+    /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
     async fn remember(&self) -> Result<(), Failed> {
         self.put_unconfirmed("{\"claim\":\"x\"}").await?;
         let alarm = SetAlarmOptions {
@@ -722,7 +723,7 @@ impl DurableObject for FloorQueue {
         msg: WebSocketIncomingMessage,
     ) -> worker::Result<()> {
         if matches!(&msg, WebSocketIncomingMessage::String(t) if t == "ready") {
-            keep_note(&ws, true).map_err(|e| worker::Error::JsError(format!("{e:?}")))?;
+            keep_note(&ws, true)?;
             self.ready.borrow_mut().push_back(ws.clone());
             ws.send_with_str("waiting")?;
         }
@@ -780,8 +781,9 @@ impl FloorQueue {
                 let ws = self.ready.borrow_mut().pop_front();
                 if let Some(ws) = ws {
                     if schema {
-                        // The design's hand-over marks the socket served in its note first.
-                        keep_note(&ws, false)?;
+                        // The design's hand-over marks the socket served in its note first (a
+                        // failure ignored, as ours ignores it).
+                        let _ = keep_note(&ws, false);
                     }
                     let lease = if schema {
                         lease_schema_run(&db, &id, To::Socket).await?
