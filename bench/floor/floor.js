@@ -298,6 +298,17 @@ export class FloorDo extends DurableObject {
     }
   }
 
+  /**
+   * An admission through the design's parts: what the object knows, the product's admission batch,
+   * the claim's copy and its alarm, then (given `queue`) that queue told without waiting, as ours.
+   */
+  async admitDesign(id, body, queue = null) {
+    await this.known();
+    await schemaBatch(this.env.DB, id, body ?? undefined);
+    await this.remember();
+    if (queue) queueOf(this.env, queue).call("/offer-schema", null, id).catch(() => {});
+  }
+
   /** The object's copy of the claim and its alarm, written after D1 without waiting for the disk. */
   async remember() {
     const unconfirmed = { allowUnconfirmed: true };
@@ -322,13 +333,8 @@ export class FloorDo extends DurableObject {
         if (part === "/schema-claim") await this.known();
         if (this.claim) return [409, JSON.stringify({ error: "busy", errorCode: "session_busy" })];
         this.claim = id;
-        if (part === "/schema-claim") {
-          await schemaBatch(this.env.DB, id, body ?? undefined);
-          await this.remember();
-          queueOf(this.env, "default").call("/offer-schema", null, id).catch(() => {});
-        } else {
-          await this.admit(id, null, body ?? undefined);
-        }
+        if (part === "/schema-claim") await this.admitDesign(id, body, "default");
+        else await this.admit(id, null, body ?? undefined);
         return [202, JSON.stringify({ taskId: id })];
       case "/schema-lease":
         await schemaBatch(this.env.DB, id);
@@ -362,11 +368,8 @@ export class FloorDo extends DurableObject {
         return [202, JSON.stringify({ taskId: id })];
       }
       case "/schema-dispatch":
-        await this.known();
-        await schemaBatch(this.env.DB, id, body ?? undefined);
-        await this.remember();
-        // Not awaited, as ours: the answer does not wait for the hand-over.
-        queueOf(this.env, q).call("/offer-schema", null, id).catch(() => {});
+        // The queue told without waiting, as ours: the answer does not wait for the hand-over.
+        await this.admitDesign(id, body, q);
         return [202, JSON.stringify({ taskId: id })];
       case "/do":
         return OK;
@@ -388,13 +391,9 @@ export class FloorDo extends DurableObject {
         await this.state.storage.put("state", "{\"claim\":null}", { allowUnconfirmed: true });
         return OK;
       case "/schema-alarm":
-      case "/schema-alarm-queue": {
-        await this.known();
-        await schemaBatch(this.env.DB, id, body ?? undefined);
-        await this.remember();
-        if (part === "/schema-alarm-queue") queueOf(this.env, "default").call("/offer-schema", null, id).catch(() => {});
+      case "/schema-alarm-queue":
+        await this.admitDesign(id, body, part === "/schema-alarm-queue" ? "default" : null);
         return OK;
-      }
       default:
         return [404, "no such part"];
     }

@@ -90,7 +90,7 @@ pub enum Parts {
 }
 
 impl Parts {
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Parts::Design => "design",
             Parts::Bare => "bare",
@@ -114,7 +114,7 @@ impl Parts {
     }
 
     /// An admission that tells the queue object, which writes the lease.
-    pub(crate) fn hand_over(self) -> &'static str {
+    fn hand_over(self) -> &'static str {
         match self {
             Parts::Design => "schema-dispatch",
             Parts::Bare => "admit-dispatch",

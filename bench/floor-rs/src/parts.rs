@@ -414,6 +414,24 @@ impl FloorDo {
         Ok(())
     }
 
+    /// An admission through the design's parts (floor.js `admitDesign`): what the object knows, the
+    /// product's admission batch, the claim's copy and its alarm, then (given `queue`) that queue
+    /// told without waiting, as ours.
+    async fn admit_design(
+        &self,
+        id: &str,
+        body: Option<&str>,
+        queue: Option<&str>,
+    ) -> Result<(), Failed> {
+        self.known().await?;
+        schema_batch(&self.env.d1("DB")?, id, body).await?;
+        self.remember().await?;
+        if let Some(q) = queue {
+            self.offer("/offer-schema", q, id)?;
+        }
+        Ok(())
+    }
+
     /// The object's copy of the claim and its alarm, written after D1 without waiting for the disk.
     async fn remember(&self) -> Result<(), Failed> {
         self.put_unconfirmed("{\"claim\":\"x\"}").await?;
@@ -472,9 +490,7 @@ impl FloorDo {
                 }
                 *self.claim.borrow_mut() = Some(id.clone());
                 if part == "/schema-claim" {
-                    schema_batch(&self.env.d1("DB")?, &id, body).await?;
-                    self.remember().await?;
-                    self.offer("/offer-schema", "default", &id)?;
+                    self.admit_design(&id, body, Some("default")).await?;
                 } else {
                     self.admit(&id, body).await?;
                 }
@@ -525,12 +541,8 @@ impl FloorDo {
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/schema-alarm" | "/schema-alarm-queue" => {
-                self.known().await?;
-                schema_batch(&self.env.d1("DB")?, &id, body).await?;
-                self.remember().await?;
-                if part == "/schema-alarm-queue" {
-                    self.offer("/offer-schema", "default", &id)?;
-                }
+                let queue = (part == "/schema-alarm-queue").then_some("default");
+                self.admit_design(&id, body, queue).await?;
                 Ok(framed(200, "{\"ok\":true}"))
             }
             "/admit-dispatch" => {
@@ -540,10 +552,9 @@ impl FloorDo {
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/schema-dispatch" => {
-                self.known().await?;
-                schema_batch(&self.env.d1("DB")?, &id, body).await?;
-                self.remember().await?;
-                self.offer("/offer-schema", q.as_deref().unwrap_or("default"), &id)?;
+                // The queue told without waiting, as ours: the answer does not wait for the hand-over.
+                let queue = q.as_deref().unwrap_or("default");
+                self.admit_design(&id, body, Some(queue)).await?;
                 Ok(framed(202, &format!("{{\"taskId\":\"{id}\"}}")))
             }
             "/do-d1-storage" => {
@@ -768,14 +779,16 @@ impl FloorQueue {
                 let db = self.env.d1("DB")?;
                 let schema = part == "/offer-schema";
                 // As ours: the queue object writes a long-poll's lease and answers its wait with it.
+                let lease = |to: To| async move {
+                    if schema {
+                        lease_schema_run(&db, &id, to).await
+                    } else {
+                        lease_run(&db, &id, to).await
+                    }
+                };
                 let poll = self.polls.borrow_mut().pop_front();
                 if let Some(poll) = poll {
-                    let lease = if schema {
-                        lease_schema_run(&db, &id, To::Poll).await?
-                    } else {
-                        lease_run(&db, &id, To::Poll).await?
-                    };
-                    let _ = poll.send(lease);
+                    let _ = poll.send(lease(To::Poll).await?);
                     return Ok(JsValue::NULL);
                 }
                 let ws = self.ready.borrow_mut().pop_front();
@@ -785,12 +798,7 @@ impl FloorQueue {
                         // failure ignored, as ours ignores it).
                         let _ = keep_note(&ws, false);
                     }
-                    let lease = if schema {
-                        lease_schema_run(&db, &id, To::Socket).await?
-                    } else {
-                        lease_run(&db, &id, To::Socket).await?
-                    };
-                    if let Some(lease) = lease {
+                    if let Some(lease) = lease(To::Socket).await? {
                         ws.send_with_str(lease)?;
                     }
                 }
